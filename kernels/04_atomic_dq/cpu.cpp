@@ -1,0 +1,7 @@
+// Placeholder until the CPU twin lands.
+#include <stdexcept>
+#include "cpu_versions.h"
+namespace flashlab::cpu {
+void atomic_dq_backward(const Problem&, const Inputs&, const Forward&, const CpuOptions&, Gradients&, Counters&) { throw std::logic_error("atomic_dq_backward: not built yet"); }
+void no_lse_backward(const Problem&, const Inputs&, const Forward&, const CpuOptions&, Gradients&, Counters&) { throw std::logic_error("not built yet"); }
+}

@@ -1,0 +1,33 @@
+// A seeded generator that gives the same numbers on every machine and compiler: SplitMix64 for the
+// bits, Box-Muller for normals, all in code we own (std::normal_distribution differs between
+// standard libraries). Each tensor gets its own stream from (seed, stream id), so adding a tensor
+// never shifts the others.
+#pragma once
+
+#include <cstdint>
+
+#include "core/problem.h"
+
+namespace flashlab {
+
+class Rng {
+ public:
+  Rng(uint64_t seed, uint64_t stream);
+  uint64_t next_u64();
+  double uniform();  // in (0, 1)
+  double normal();   // standard normal
+  int64_t below(int64_t n);  // uniform integer in [0, n)
+
+ private:
+  uint64_t state_;
+  double spare_ = 0.0;
+  bool has_spare_ = false;
+};
+
+// Standard-normal tensor of n elements from stream `stream` of `seed`, rounded to dtype.
+HostTensor random_normal(uint64_t seed, uint64_t stream, int64_t n, DType dtype);
+
+// Q, K, V, dO for the problem (streams 1..4), rounded to its dtype.
+Inputs make_inputs(const Problem& p, uint64_t seed);
+
+}  // namespace flashlab

@@ -1,0 +1,59 @@
+// Running a CUDA version from the host: device discovery, memory checks, upload (fp16/bf16 words),
+// poisoning, timing with CUDA events (L2 flushed between repeats, nothing allocated inside the
+// timed region) and download. Built as a stub that reports "no device" when CUDA is off.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/problem.h"
+#include "cuda/device_api.h"
+
+namespace flashlab::cuda {
+
+struct DeviceInfo {
+  bool present = false;
+  std::string why_absent;  // set when present == false: no CUDA build, no device, driver error
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sms = 0;
+  int64_t total_bytes = 0, free_bytes = 0;
+  int64_t l2_bytes = 0;
+  int driver_version = 0, runtime_version = 0;
+};
+
+// Cheap; cached after the first call.
+const DeviceInfo& device_info();
+
+struct RunOptions {
+  int warmup = 3;
+  int repeats = 10;
+  bool flush_l2 = true;
+  int bitwise_repeats = 2;  // how many extra runs to compare outputs bitwise (0: skip)
+};
+
+struct PassTiming {
+  std::vector<double> ms;  // one per timed repeat
+};
+
+struct RunResult {
+  Forward fwd;       // O, LSE (downloaded, as doubles) when the version has a forward
+  Gradients grads;   // dQ, dK, dV when the version has a backward
+  PassTiming fwd_time, bwd_time;
+  int64_t workspace_bytes = 0;
+  int64_t peak_device_bytes = 0;  // all buffers this run allocated, workspace included
+  bool bitwise_repeatable = true; // outputs identical over bitwise_repeats extra runs
+  int bitwise_mismatches = 0;     // how many of those runs differed from the first
+};
+
+// Bytes the run would allocate on the device for this version (inputs, outputs, workspace).
+int64_t required_device_bytes(const Version& v, const Problem& p);
+
+// Runs `v` on the device. For a backward-only version, `fwd_in` supplies O and LSE (from the
+// tiled forward of the same backend). Throws std::runtime_error with a clear message on any CUDA
+// error or when the problem does not fit.
+RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forward* fwd_in,
+              const RunOptions& opt);
+
+}  // namespace flashlab::cuda
