@@ -1,6 +1,90 @@
-// Placeholder until the CPU twin lands.
-#include <stdexcept>
+// recompute: the backward without any N x N matrix in memory, and without atomics. S and P are
+// rebuilt on chip from LSE; the price is that S = scale Q K^T and dP = dO V^T are computed twice,
+// once in each of two passes (7 products per pair instead of 5):
+//
+//   preprocess   D = rowsum(O * dO)
+//   pass 1       outer loop over K blocks j (one worker each):       S, P, dP, dS; dV_j, dK_j
+//   pass 2       outer loop over Q blocks i (one worker each):       S, P, dP, dS; dQ_i += dS K_j
+//
+// Every output block has exactly one owner, so nothing is added concurrently: deterministic.
+#include <vector>
+
+#include "common/cpu_bwd.h"
 #include "cpu_versions.h"
+
 namespace flashlab::cpu {
-void recompute_backward(const Problem&, const Inputs&, const Forward&, const CpuOptions&, Gradients&, Counters&) { throw std::logic_error("recompute_backward: not built yet"); }
+
+namespace {
+
+// Pass 2: per Q block read Q_i, dO_i, LSE_i, D_i; per visited K block read K_j, V_j and do 3
+// products (S, dP, dS K_j); write dQ_i once.
+template <class T>
+void outer_q_dq_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
+                     const std::vector<T>& D, const CpuOptions& o, Gradients& g, Counters& cnt) {
+  const Shape& s = p.shape;
+  const int64_t d = s.d;
+  const Blocks qb{s.Nq, o.Br}, kb{s.Nk, o.Bc};
+  const bool dry = o.dry_run;
+  const T scale = static_cast<T>(p.softmax_scale());
+  Counters total;
+
+#pragma omp parallel num_threads(thread_count(o, p)) reduction(+ : total)
+  {
+    const int64_t Br = dry ? 0 : o.Br, Bc = dry ? 0 : o.Bc, dd = dry ? 0 : d;
+    QBlock<T> q(Br, dd);
+    KBlock<T> k(Bc, dd);
+    std::vector<T> P(Br * Bc), dS(Br * Bc), dQ(Br * dd);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t h = 0; h < s.heads(); ++h)
+      for (int64_t i = 0; i < qb.count(); ++i) {
+        const int64_t r0 = qb.begin(i), rows = qb.size(i);
+        total.elems_read += 2 * rows * d + 2 * rows;  // Q_i, dO_i, LSE_i, D_i
+        if (!dry) {
+          q.load(p, in, LSE, D, h, r0, rows);
+          std::fill(dQ.begin(), dQ.end(), T(0));
+        }
+        for (int64_t j = 0; j < kb.count(); ++j) {
+          const int64_t c0 = kb.begin(j), cols = kb.size(j);
+          const TileMask mask = tile_mask(p, r0, rows, c0, cols);
+          if (mask == TileMask::full) {
+            ++total.tiles_skipped;
+            continue;
+          }
+          ++total.tiles_computed;
+          total.elems_read += 2 * cols * d;  // K_j, V_j
+          total.matmul_flops += 3 * 2 * rows * cols * d;
+          if (dry) continue;
+          k.load(p, in, h, c0, cols);
+          recompute_P(P.data(), q, k, rows, cols, p, mask, r0, c0);
+          compute_dS(dS.data(), P.data(), q, k, rows, cols, d);
+          mm_nn(dQ.data(), d, dS.data(), cols, k.K.data(), d, rows, d, cols);
+        }
+        total.elems_written += rows * d;  // dQ_i
+        if (dry) continue;
+        for (int64_t e = 0; e < rows * d; ++e)
+          g.dQ[(h * s.Nq + r0) * d + e] = round_to(p.dtype, static_cast<double>(scale * dQ[e]));
+      }
+  }
+  cnt += total;
 }
+
+template <class T>
+void recompute(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
+               Gradients& g, Counters& cnt) {
+  prepare_gradients(p, o.dry_run, g);
+  const std::vector<T> D = preprocess_D<T>(p, in, fwd, o, cnt);
+  NoDQ<T> no_dq;
+  outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, no_dq);
+  outer_q_dq_pass(p, in, fwd.LSE, D, o, g, cnt);
+}
+
+}  // namespace
+
+void recompute_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
+                        Gradients& g, Counters& cnt) {
+  check_problem(p, o, "recompute_backward");
+  if (!o.dry_run) check_backward(p, in, fwd, "recompute_backward");
+  with_compute_type(p.dtype, [&](auto zero) { recompute<decltype(zero)>(p, in, fwd, o, g, cnt); });
+}
+
+}  // namespace flashlab::cpu

@@ -1,7 +1,69 @@
-// Placeholder until the CPU twin lands.
-#include <stdexcept>
+// atomic-dq: FA2's backward. One pass, outer loop over K blocks (5 products per pair); the dQ_i
+// partials of different K-block workers land on the same rows, so they are added atomically into
+// one accumulator, and a last pass scales and casts it:
+//
+//   preprocess   D = rowsum(O * dO)
+//   main         worker (h, j): for every Q block i:  ... dQaccum[i] += dS K_j   (atomic adds)
+//                                                    write dK_j, dV_j at the end
+//   convert      dQ = round(scale * dQaccum)
+//
+// The accumulator is float (double for fp64 problems). The workers really race: the order in
+// which partials reach an element changes from run to run, and so do dQ's last bits.
+#include <atomic>
+#include <vector>
+
+#include "common/cpu_bwd.h"
 #include "cpu_versions.h"
+
 namespace flashlab::cpu {
-void atomic_dq_backward(const Problem&, const Inputs&, const Forward&, const CpuOptions&, Gradients&, Counters&) { throw std::logic_error("atomic_dq_backward: not built yet"); }
-void no_lse_backward(const Problem&, const Inputs&, const Forward&, const CpuOptions&, Gradients&, Counters&) { throw std::logic_error("not built yet"); }
+
+namespace {
+
+// Each visited pair adds rows x d partials; an atomic add reads and writes its element.
+template <class T>
+struct AtomicDQ {
+  static constexpr bool computes_dq = true;
+  std::vector<T>& accum;
+  int64_t Nq, d;
+  void count(Counters& c, int64_t rows, int64_t dd) const {
+    c.elems_read += rows * dd;
+    c.elems_written += rows * dd;
+    c.atomic_adds += rows * dd;
+  }
+  void add(int64_t h, int64_t, int64_t r0, int64_t rows, const T* partial) {
+    T* base = &accum[(h * Nq + r0) * d];
+    for (int64_t e = 0; e < rows * d; ++e)
+      std::atomic_ref<T>(base[e]).fetch_add(partial[e], std::memory_order_relaxed);
+  }
+};
+
+template <class T>
+void atomic_dq(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
+               Gradients& g, Counters& cnt) {
+  const Shape& s = p.shape;
+  prepare_gradients(p, o.dry_run, g);
+  const std::vector<T> D = preprocess_D<T>(p, in, fwd, o, cnt);
+  std::vector<T> accum(o.dry_run ? 0 : static_cast<size_t>(s.q_elems()), T(0));
+  AtomicDQ<T> dq{accum, s.Nq, s.d};
+  outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, dq);
+
+  // Convert: read dQaccum, write dQ.
+  cnt.elems_read += s.q_elems();
+  cnt.elems_written += s.q_elems();
+  if (o.dry_run) return;
+  const T scale = static_cast<T>(p.softmax_scale());
+#pragma omp parallel for num_threads(thread_count(o, p))
+  for (int64_t e = 0; e < s.q_elems(); ++e)
+    g.dQ[e] = round_to(p.dtype, static_cast<double>(scale * accum[e]));
 }
+
+}  // namespace
+
+void atomic_dq_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
+                        Gradients& g, Counters& cnt) {
+  check_problem(p, o, "atomic_dq_backward");
+  if (!o.dry_run) check_backward(p, in, fwd, "atomic_dq_backward");
+  with_compute_type(p.dtype, [&](auto zero) { atomic_dq<decltype(zero)>(p, in, fwd, o, g, cnt); });
+}
+
+}  // namespace flashlab::cpu

@@ -1,0 +1,308 @@
+// Standard attention, written the textbook way: whole rows of S and P, no tiling, no online
+// softmax. The same code runs in fp64 (the reference) and in float with the storage dtype's
+// rounding applied where a plain implementation stores a matrix (the error budget).
+//
+// Rows are processed in small blocks (kRowBlock) so a row of K^T or of V, once loaded, serves
+// several query rows; the inner loops run along contiguous memory so the compiler vectorises them.
+#include "reference/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace flashlab::reference {
+
+namespace {
+
+constexpr int64_t kRowBlock = 8;   // query rows that share one pass over K^T / V
+constexpr int64_t kKeyBlock = 16;  // key rows per worker in the dK, dV pass
+
+// Small problems run on one thread: waking a team costs more than the work.
+bool worth_threads(const Problem& p) {
+  const Shape& s = p.shape;
+  return static_cast<double>(s.heads()) * s.Nq * s.Nk * s.d >= (1 << 20);
+}
+
+void check(const Problem& p, const Inputs& in, const char* who) {
+  const Shape& s = p.shape;
+  if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1 || s.d < 1)
+    throw std::invalid_argument(std::string(who) + ": every dimension must be at least 1");
+  const auto q = static_cast<size_t>(s.q_elems()), kv = static_cast<size_t>(s.kv_elems());
+  if (in.Q.size() != q || in.K.size() != kv || in.V.size() != kv)
+    throw std::invalid_argument(std::string(who) + ": Q, K, V do not match the problem's shape");
+}
+
+// Last key a query row may see (-1: none).
+int64_t last_key(const Problem& p, int64_t r) {
+  const int64_t all = p.shape.Nk - 1;
+  return p.causal ? std::min(all, r + p.causal_offset()) : all;
+}
+
+// Rounds a value computed in Acc to the dtype a plain implementation would store it in.
+template <class Acc>
+Acc stored(DType t, Acc x) {
+  return static_cast<Acc>(round_to(t, static_cast<double>(x)));
+}
+
+// [heads][rows][d] (double) -> [heads][d][rows] (Acc): K^T and V^T, so that S = Q K^T and
+// dP = dO V^T become row updates along contiguous keys.
+template <class Acc>
+std::vector<Acc> transpose_heads(const HostTensor& x, int64_t heads, int64_t rows, int64_t d,
+                                 bool parallel) {
+  std::vector<Acc> t(x.size());
+#pragma omp parallel for if (parallel)
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < d; ++k)
+        t[(h * d + k) * rows + r] = static_cast<Acc>(x[(h * rows + r) * d + k]);
+  return t;
+}
+
+template <class Acc>
+std::vector<Acc> convert(const HostTensor& x) {
+  return std::vector<Acc>(x.begin(), x.end());
+}
+
+// out[rr][c] = sum_k a[rr][k] * bt[k][c] for a block of rows (a: double rows of length d).
+template <class Acc>
+void rows_times(Acc* __restrict out, const double* __restrict a, const Acc* __restrict bt,
+                int64_t nrows, int64_t ncols, int64_t d) {
+  std::fill(out, out + nrows * ncols, Acc(0));
+  for (int64_t k = 0; k < d; ++k) {
+    const Acc* b = bt + k * ncols;
+    for (int64_t rr = 0; rr < nrows; ++rr) {
+      const Acc x = static_cast<Acc>(a[rr * d + k]);
+      Acc* o = out + rr * ncols;
+      for (int64_t c = 0; c < ncols; ++c) o[c] += x * b[c];
+    }
+  }
+}
+
+// out[rr][:] = sum_c w[rr][c] * m[c][:] (w: nrows x ncols, m: ncols x d).
+template <class Acc>
+void weights_times(Acc* __restrict out, const Acc* __restrict w, const Acc* __restrict m,
+                   int64_t nrows, int64_t ncols, int64_t d) {
+  std::fill(out, out + nrows * d, Acc(0));
+  for (int64_t c = 0; c < ncols; ++c) {
+    const Acc* mc = m + c * d;
+    for (int64_t rr = 0; rr < nrows; ++rr) {
+      const Acc x = w[rr * ncols + c];
+      Acc* o = out + rr * d;
+      for (int64_t k = 0; k < d; ++k) o[k] += x * mc[k];
+    }
+  }
+}
+
+// Forward in Acc arithmetic; P (when kept) and O rounded to `store`.
+template <class Acc>
+Forward forward_in(const Problem& p, const Inputs& in, bool keep_P, DType store) {
+  const Shape& s = p.shape;
+  const int64_t Nq = s.Nq, Nk = s.Nk, d = s.d;
+  const Acc scale = static_cast<Acc>(p.softmax_scale());
+  const std::vector<Acc> Kt = transpose_heads<Acc>(in.K, s.heads(), Nk, d, worth_threads(p));
+  const std::vector<Acc> V = convert<Acc>(in.V);
+  Forward f;
+  f.O.assign(static_cast<size_t>(s.q_elems()), 0.0);
+  f.LSE.assign(static_cast<size_t>(s.lse_elems()), 0.0);
+  if (keep_P) f.P.assign(static_cast<size_t>(s.heads() * Nq * Nk), 0.0);
+  const int64_t blocks = (Nq + kRowBlock - 1) / kRowBlock;
+
+#pragma omp parallel if (worth_threads(p))
+  {
+    std::vector<Acc> S(kRowBlock * Nk), O(kRowBlock * d);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t h = 0; h < s.heads(); ++h)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, Nq - r0);
+        rows_times(S.data(), &in.Q[(h * Nq + r0) * d], &Kt[h * d * Nk], nr, Nk, d);
+        for (int64_t rr = 0; rr < nr; ++rr) {
+          const int64_t r = r0 + rr, last = last_key(p, r);
+          Acc* srow = &S[rr * Nk];
+          double& lse = f.LSE[h * Nq + r];
+          if (last < 0) {  // sees no key: P row 0, O row 0, LSE -inf
+            std::fill(srow, srow + Nk, Acc(0));
+            lse = -std::numeric_limits<double>::infinity();
+            continue;
+          }
+          Acc m = -std::numeric_limits<Acc>::infinity();
+          for (int64_t c = 0; c <= last; ++c) m = std::max(m, srow[c] * scale);
+          Acc l = 0;
+          for (int64_t c = 0; c <= last; ++c) {
+            srow[c] = std::exp(srow[c] * scale - m);
+            l += srow[c];
+          }
+          for (int64_t c = 0; c <= last; ++c) srow[c] = stored(store, srow[c] / l);
+          std::fill(srow + last + 1, srow + Nk, Acc(0));
+          lse = static_cast<double>(m + std::log(l));
+        }
+        weights_times(O.data(), S.data(), &V[h * Nk * d], nr, Nk, d);
+        for (int64_t e = 0; e < nr * d; ++e)
+          f.O[(h * Nq + r0) * d + e] = round_to(store, static_cast<double>(O[e]));
+        if (keep_P) std::copy(S.begin(), S.begin() + nr * Nk, f.P.begin() + (h * Nq + r0) * Nk);
+      }
+  }
+  return f;
+}
+
+// Backward from stored P in Acc arithmetic; dS and the gradients rounded to `store`.
+template <class Acc>
+Gradients backward_in(const Problem& p, const Inputs& in, const Forward& fwd, DType store) {
+  const Shape& s = p.shape;
+  const int64_t Nq = s.Nq, Nk = s.Nk, d = s.d;
+  if (in.dO.size() != static_cast<size_t>(s.q_elems()))
+    throw std::invalid_argument("reference backward: dO does not match the problem's shape");
+  if (fwd.P.size() != static_cast<size_t>(s.heads() * Nq * Nk))
+    throw std::invalid_argument("reference backward: needs the forward's P (keep_P)");
+  const Acc scale = static_cast<Acc>(p.softmax_scale());
+  const std::vector<Acc> Vt = transpose_heads<Acc>(in.V, s.heads(), Nk, d, worth_threads(p));
+  const std::vector<Acc> K = convert<Acc>(in.K), Q = convert<Acc>(in.Q), dO = convert<Acc>(in.dO);
+  Gradients g;
+  g.dQ.assign(static_cast<size_t>(s.q_elems()), 0.0);
+  g.dK.assign(static_cast<size_t>(s.kv_elems()), 0.0);
+  g.dV.assign(static_cast<size_t>(s.kv_elems()), 0.0);
+  std::vector<Acc> P(static_cast<size_t>(Nq * Nk)), dS(static_cast<size_t>(Nq * Nk));
+  const int64_t row_blocks = (Nq + kRowBlock - 1) / kRowBlock;
+  const int64_t key_blocks = (Nk + kKeyBlock - 1) / kKeyBlock;
+
+  for (int64_t h = 0; h < s.heads(); ++h) {
+    std::copy(fwd.P.begin() + h * Nq * Nk, fwd.P.begin() + (h + 1) * Nq * Nk, P.begin());
+    // dP = dO V^T, D = rowsum(P * dP), dS = P * (dP - D), dQ = scale dS K: by query rows.
+#pragma omp parallel if (worth_threads(p))
+    {
+      std::vector<Acc> dQ(kRowBlock * d);
+#pragma omp for schedule(dynamic)
+      for (int64_t b = 0; b < row_blocks; ++b) {
+        const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, Nq - r0);
+        Acc* dSb = &dS[r0 * Nk];
+        rows_times(dSb, &in.dO[(h * Nq + r0) * d], &Vt[h * d * Nk], nr, Nk, d);  // dP
+        for (int64_t rr = 0; rr < nr; ++rr) {
+          const Acc* prow = &P[(r0 + rr) * Nk];
+          Acc* row = dSb + rr * Nk;
+          Acc D = 0;
+          for (int64_t c = 0; c < Nk; ++c) D += prow[c] * row[c];
+          for (int64_t c = 0; c < Nk; ++c) row[c] = stored(store, prow[c] * (row[c] - D));
+        }
+        weights_times(dQ.data(), dSb, &K[h * Nk * d], nr, Nk, d);
+        for (int64_t e = 0; e < nr * d; ++e)
+          g.dQ[(h * Nq + r0) * d + e] = round_to(store, static_cast<double>(scale * dQ[e]));
+      }
+      // dV = P^T dO, dK = scale dS^T Q: by key rows, so no two workers write the same row.
+      std::vector<Acc> dV(kKeyBlock * d), dK(kKeyBlock * d);
+#pragma omp for schedule(dynamic)
+      for (int64_t b = 0; b < key_blocks; ++b) {
+        const int64_t c0 = b * kKeyBlock, nc = std::min(kKeyBlock, Nk - c0);
+        std::fill(dV.begin(), dV.end(), Acc(0));
+        std::fill(dK.begin(), dK.end(), Acc(0));
+        for (int64_t r = 0; r < Nq; ++r) {
+          const Acc* dOr = &dO[(h * Nq + r) * d];
+          const Acc* Qr = &Q[(h * Nq + r) * d];
+          for (int64_t cc = 0; cc < nc; ++cc) {
+            const Acc pw = P[r * Nk + c0 + cc], sw = dS[r * Nk + c0 + cc];
+            Acc* v = &dV[cc * d];
+            Acc* k = &dK[cc * d];
+            for (int64_t e = 0; e < d; ++e) v[e] += pw * dOr[e];
+            for (int64_t e = 0; e < d; ++e) k[e] += sw * Qr[e];
+          }
+        }
+        for (int64_t e = 0; e < nc * d; ++e) {
+          g.dV[(h * Nk + c0) * d + e] = round_to(store, static_cast<double>(dV[e]));
+          g.dK[(h * Nk + c0) * d + e] = round_to(store, static_cast<double>(scale * dK[e]));
+        }
+      }
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+Forward forward(const Problem& p, const Inputs& in, bool keep_P) {
+  check(p, in, "reference forward");
+  return forward_in<double>(p, in, keep_P, DType::f64);
+}
+
+Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd) {
+  check(p, in, "reference backward");
+  return backward_in<double>(p, in, fwd, DType::f64);
+}
+
+Forward lowp_forward(const Problem& p, const Inputs& in) {
+  check(p, in, "lowp forward");
+  if (p.dtype == DType::f64) return forward_in<double>(p, in, true, DType::f64);
+  return forward_in<float>(p, in, true, p.dtype);
+}
+
+Gradients lowp_backward(const Problem& p, const Inputs& in, const Forward& lowp_fwd) {
+  check(p, in, "lowp backward");
+  if (p.dtype == DType::f64) return backward_in<double>(p, in, lowp_fwd, DType::f64);
+  return backward_in<float>(p, in, lowp_fwd, p.dtype);
+}
+
+// Only the head that holds the element changes, so only that head is run, twice. The loss
+// difference is summed element by element, sum((O+ - O-) * dO), which cancels far less than
+// subtracting two large sums.
+double finite_difference(const Problem& p, const Inputs& in, char which, int64_t index,
+                         double eps) {
+  check(p, in, "finite_difference");
+  const Shape& s = p.shape;
+  const int64_t q_head = s.Nq * s.d, kv_head = s.Nk * s.d;
+  const HostTensor* target = which == 'Q'   ? &in.Q
+                             : which == 'K' ? &in.K
+                             : which == 'V' ? &in.V
+                                            : nullptr;
+  if (target == nullptr) throw std::invalid_argument("finite_difference: which must be Q, K or V");
+  if (index < 0 || index >= static_cast<int64_t>(target->size()))
+    throw std::invalid_argument("finite_difference: index out of range");
+  const int64_t h = index / (which == 'Q' ? q_head : kv_head);
+
+  Problem one = p;
+  one.shape.B = one.shape.H = 1;
+  Inputs head;
+  head.Q.assign(in.Q.begin() + h * q_head, in.Q.begin() + (h + 1) * q_head);
+  head.K.assign(in.K.begin() + h * kv_head, in.K.begin() + (h + 1) * kv_head);
+  head.V.assign(in.V.begin() + h * kv_head, in.V.begin() + (h + 1) * kv_head);
+  HostTensor& x = which == 'Q' ? head.Q : which == 'K' ? head.K : head.V;
+  const int64_t local = index - h * (which == 'Q' ? q_head : kv_head);
+  const double x0 = x[local];
+  x[local] = x0 + eps;
+  const HostTensor plus = forward(one, head, false).O;
+  x[local] = x0 - eps;
+  const HostTensor minus = forward(one, head, false).O;
+  double diff = 0;
+  for (int64_t e = 0; e < q_head; ++e) diff += (plus[e] - minus[e]) * in.dO[h * q_head + e];
+  return diff / (2 * eps);
+}
+
+HostTensor rowsum_o_do(const Problem& p, const Inputs& in, const Forward& fwd) {
+  const Shape& s = p.shape;
+  HostTensor D(static_cast<size_t>(s.lse_elems()), 0.0);
+  for (int64_t r = 0; r < s.lse_elems(); ++r)
+    for (int64_t k = 0; k < s.d; ++k) D[r] += fwd.O[r * s.d + k] * in.dO[r * s.d + k];
+  return D;
+}
+
+HostTensor rowsum_p_dp(const Problem& p, const Inputs& in, const Forward& fwd) {
+  const Shape& s = p.shape;
+  if (fwd.P.size() != static_cast<size_t>(s.heads() * s.Nq * s.Nk))
+    throw std::invalid_argument("rowsum_p_dp: needs the forward's P (keep_P)");
+  HostTensor D(static_cast<size_t>(s.lse_elems()), 0.0);
+#pragma omp parallel for if (worth_threads(p))
+  for (int64_t row = 0; row < s.lse_elems(); ++row) {
+    const int64_t h = row / s.Nq;
+    const double* dOr = &in.dO[row * s.d];
+    for (int64_t c = 0; c < s.Nk; ++c) {
+      const double* v = &in.V[(h * s.Nk + c) * s.d];
+      double dP = 0;
+      for (int64_t k = 0; k < s.d; ++k) dP += dOr[k] * v[k];
+      D[row] += fwd.P[row * s.Nk + c] * dP;
+    }
+  }
+  return D;
+}
+
+}  // namespace flashlab::reference

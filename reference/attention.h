@@ -1,0 +1,34 @@
+// The ground truth every version is measured against, in fp64, and the "straightforward"
+// computation in the storage dtype that sets each version's error budget.
+#pragma once
+
+#include <cstdint>
+
+#include "core/problem.h"
+
+namespace flashlab::reference {
+
+// Standard attention, fp64, on the (already rounded) inputs: O, LSE and, when keep_P, P.
+// Rows that see no key: O = 0, LSE = -inf, P row = 0.
+Forward forward(const Problem& p, const Inputs& in, bool keep_P);
+
+// The textbook backward from stored P (fwd.P must be filled): dV = P^T dO, dP = dO V^T,
+// dS = P * (dP - rowsum(P * dP)), dQ = scale dS K, dK = scale dS^T Q.
+Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd);
+
+// What a plain implementation in the storage dtype gets: matmuls accumulate in fp32, and every
+// matrix a kernel stores in the dtype (P and dS before their products; O, dQ, dK, dV) is rounded
+// to it. fp32: everything in float. fp64: same as forward/backward above. Used for error budgets.
+Forward lowp_forward(const Problem& p, const Inputs& in);
+Gradients lowp_backward(const Problem& p, const Inputs& in, const Forward& lowp_fwd);
+
+// Central finite difference of the loss L = sum(O * dO) with respect to one element of Q, K or V
+// (which = 'Q', 'K' or 'V'; index is the flat offset into that tensor), in fp64.
+double finite_difference(const Problem& p, const Inputs& in, char which, int64_t index,
+                         double eps);
+
+// rowsum(O * dO) and rowsum(P * dP) for every query row (the identity D of the chapter, 16.1).
+HostTensor rowsum_o_do(const Problem& p, const Inputs& in, const Forward& fwd);
+HostTensor rowsum_p_dp(const Problem& p, const Inputs& in, const Forward& fwd);
+
+}  // namespace flashlab::reference
