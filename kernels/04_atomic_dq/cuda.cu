@@ -1,0 +1,56 @@
+// atomic-dq, CUDA: FA2's backward in one outer-K pass (chapter 16.2 / 16.3.1).
+//
+// What it changes from recompute: dQ is no longer a second outer-Q kernel that recomputes S and dP
+// (7 matmuls). The outer-K kernel, which already has dS for its K block, multiplies it by K_j and
+// atomically adds the Br x d partial into one fp32 dQ accumulator (5 matmuls). A convert kernel
+// then scales the accumulator by the softmax scale and casts it to fp16/bf16.
+//
+//   preprocess   D = rowsum(O*dO), LSE2 = LSE*log2(e)          (common/bwd_preprocess.cuh)
+//   memset       dQ_accum = 0                                  (part of every backward call)
+//   outer-K      grid (ceil(Nk/Bc), B*H), Bc = 128 keys x 8 warps, Br = 64 queries per step
+//                dK, dV stored once per CTA; dQ_accum += dS K_j by atomicAdd   (bwd_outer_k.cuh)
+//   convert      dQ = scale * dQ_accum                         (common/bwd_convert.cuh)
+//
+//        K block j=0     j=1     j=2 ...           dQ_accum (fp32, B*H*Nq*d)
+//        +------+      +------+                   +------------------------+
+//        | CTA  | ---> | CTA  | --->  red.add --> | rows of Q block i      | <- every CTA adds
+//        +------+      +------+                   +------------------------+
+//
+// Limits: fp16/bf16, d = 64 or 128. dQ is not bitwise reproducible: fp32 addition is not
+// associative, and the order in which the K-block CTAs reach a row changes run to run (dK, dV are
+// reproducible). Extra memory: 2 padded fp32 rows (LSE2, D) and one fp32 copy of dQ.
+#include <cuda_runtime.h>
+
+#include "common/bwd_dispatch.cuh"
+#include "common/bwd_params.h"
+#include "common/check.cuh"
+#include "cuda/device_api.h"
+
+namespace flashlab::cuda {
+
+namespace {
+
+size_t atomic_workspace(const Problem& p) {
+  return bwd_workspace_bytes(p, 1);
+}
+
+void atomic_backward(const DeviceTensors& t) {
+  const BwdParams p = bwd_make_params(t);
+  const int64_t accum_bytes = t.problem.shape.q_elems() * 4;
+  FLASHLAB_CUDA_CHECK(
+      cudaMemsetAsync(p.dQ_accum, 0, accum_bytes, static_cast<cudaStream_t>(t.stream)));
+  bwd_dispatch(t.problem, [&]<class T, int kD>() {
+    launch_bwd_preprocess<T, kD>(p, t.stream);
+    launch_bwd_outer_k<T, kD, DqMode::atomic>(p, t.stream);
+    launch_bwd_convert_dq<T, kD>(p, DqMode::atomic, 1, t.stream);
+  });
+}
+
+}  // namespace
+
+const Version atomic_dq{.check = bwd_check,
+                        .workspace_bytes = atomic_workspace,
+                        .forward = nullptr,
+                        .backward = atomic_backward};
+
+}  // namespace flashlab::cuda

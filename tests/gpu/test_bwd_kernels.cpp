@@ -1,0 +1,231 @@
+// The three CUDA backward versions (recompute, atomic-dq, deterministic-dq) fed the fp64
+// reference's own forward -- O rounded to the storage dtype, LSE in fp32 -- so a failure here
+// points at the backward kernels alone, never at the CUDA forward that feeds them elsewhere.
+//
+// Matrix: fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097}, plus Nq != Nk
+// shapes (with Nq > Nk under the causal mask the first Nq - Nk rows see no key: LSE = -inf, and
+// their dQ must be exactly 0, never NaN). Also: shapes the versions must reject, and 50-run bitwise
+// reproducibility of deterministic-dq on a ragged causal shape with Nq != Nk.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "gpu_check.h"
+#include "reference/attention.h"
+#include "registry.h"
+
+namespace flashlab {
+namespace {
+
+using gpu_test::expect_within;
+
+const char* const kBackwardIds[] = {"recompute", "atomic-dq", "deterministic-dq"};
+
+struct BwdCase {
+  DType dtype;
+  int64_t d;
+  bool causal;
+  int64_t B, H, Nq, Nk;
+};
+
+std::string name_of(const BwdCase& c) {
+  return to_string(c.dtype) + "_d" + std::to_string(c.d) + (c.causal ? "_causal" : "_full") + "_B" +
+         std::to_string(c.B) + "H" + std::to_string(c.H) + "_Nq" + std::to_string(c.Nq) + "_Nk" +
+         std::to_string(c.Nk);
+}
+
+std::vector<BwdCase> bwd_cases() {
+  struct S {
+    int64_t Nq, Nk, B, H;
+  };
+  // Heads shrink as N grows so the fp64 reference stays quick. 4097 = 32 * 128 + 1: one key and one
+  // query past the last full tile of every kernel.
+  const S shapes[] = {{1, 1, 2, 3},       {17, 17, 2, 3},   {128, 128, 2, 2}, {1000, 1000, 1, 2},
+                      {4097, 4097, 1, 1}, {17, 1000, 2, 1}, {1000, 17, 1, 2}, {1, 300, 2, 2},
+                      {300, 1, 2, 2},     {200, 4097, 1, 1}};
+  std::vector<BwdCase> cases;
+  for (DType t : {DType::f16, DType::bf16})
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        for (const S& s : shapes) cases.push_back({t, d, causal, s.B, s.H, s.Nq, s.Nk});
+  return cases;
+}
+
+Problem problem_of(const BwdCase& c) {
+  Problem p;
+  p.shape = {c.B, c.H, c.Nq, c.Nk, c.d};
+  p.causal = c.causal;
+  p.dtype = c.dtype;
+  return p;
+}
+
+// The forward a backward kernel is given: the fp64 reference's, O rounded to the dtype as a
+// kernel would store it, LSE kept as fp64 here (the runner uploads it as fp32).
+Forward reference_forward_for(const Problem& p, const Forward& ref) {
+  Forward f;
+  f.O = ref.O;
+  round_all(p.dtype, f.O);
+  f.LSE = ref.LSE;
+  return f;
+}
+
+cuda::RunOptions once() {
+  cuda::RunOptions o;
+  o.warmup = 0;
+  o.repeats = 0;
+  o.flush_l2 = false;
+  o.bitwise_repeats = 0;
+  return o;
+}
+
+// With a single visible key P = 1 on every row, so dS = dP - D is exactly 0 and so are dQ and dK.
+// A kernel computes D = rowsum(O * dO) and dP = dO V^T in fp32 in different orders, and what is
+// left is cancellation noise of size ~ d * 2^-24 * |dO| |V|: a relative error against an all-zero
+// reference means nothing there, so such an output is held to an absolute bound instead.
+std::string check_gradient(const char* what, DType store, const HostTensor& x,
+                           const HostTensor& ref, const HostTensor& lowp) {
+  const bool all_zero = std::all_of(ref.begin(), ref.end(), [](double v) { return v == 0.0; });
+  if (!all_zero) return expect_within(what, store, x, ref, lowp);
+  const gpu_test::ErrorStats e = gpu_test::compare(x, ref);
+  constexpr double kCancellationBound = 1e-4;
+  EXPECT_TRUE(e.bad.empty()) << what << ": " << e.bad;
+  EXPECT_LE(e.max_abs, kCancellationBound) << what << ": exact gradient is 0";
+  return std::string(what) + " exact 0, max_abs " + std::to_string(e.max_abs) +
+         (e.max_abs <= kCancellationBound ? "" : " BAD");
+}
+
+class BwdKernels : public ::testing::TestWithParam<BwdCase> {};
+
+TEST_P(BwdKernels, MatchFp64ReferenceWithinBudget) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  const BwdCase& c = GetParam();
+  const Problem p = problem_of(c);
+  const Inputs in = make_inputs(p, 4242 + static_cast<uint64_t>(c.Nq * 31 + c.Nk * 17 + c.d));
+  const Forward ref = reference::forward(p, in, true);
+  const Gradients gref = reference::backward(p, in, ref);
+  const Gradients glow = reference::lowp_backward(p, in, reference::lowp_forward(p, in));
+  const Forward fwd_in = reference_forward_for(p, ref);
+
+  for (const char* id : kBackwardIds) {
+    const VersionInfo* v = find_version(id);
+    ASSERT_TRUE(v && v->cuda && v->cuda->backward) << id << " has no CUDA backward";
+    SCOPED_TRACE(std::string(id) + " " + name_of(c));
+    ASSERT_EQ(v->cuda->check(p), "") << id << " rejects a shape it must support";
+    const cuda::RunResult r = cuda::run(*v->cuda, p, in, &fwd_in, once());
+    std::string log = std::string("[") + id + "] " + name_of(c);
+    log += "\n    " + check_gradient("dQ", c.dtype, r.grads.dQ, gref.dQ, glow.dQ);
+    log += "\n    " + check_gradient("dK", c.dtype, r.grads.dK, gref.dK, glow.dK);
+    log += "\n    " + check_gradient("dV", c.dtype, r.grads.dV, gref.dV, glow.dV);
+
+    // Rows that see no key: exactly zero gradient (checked element by element, not in a norm).
+    int64_t nonzero = 0;
+    for (int64_t h = 0; h < p.shape.heads(); ++h)
+      for (int64_t i = 0; i < c.Nq; ++i)
+        if (std::isinf(ref.LSE[h * c.Nq + i]))
+          for (int64_t e = 0; e < c.d; ++e) nonzero += r.grads.dQ[(h * c.Nq + i) * c.d + e] != 0.0;
+    EXPECT_EQ(nonzero, 0) << "dQ of rows that see no key must be exactly 0";
+    std::cout << log << "\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, BwdKernels, ::testing::ValuesIn(bwd_cases()),
+                         [](const ::testing::TestParamInfo<BwdCase>& i) {
+                           return name_of(i.param);
+                         });
+
+TEST(BwdKernels, RejectUnsupportedShapesWithAMessage) {
+  for (const char* id : kBackwardIds) {
+    const VersionInfo* v = find_version(id);
+    ASSERT_TRUE(v && v->cuda && v->cuda->check);
+    Problem p = problem_of({DType::f16, 96, false, 1, 1, 64, 64});
+    EXPECT_NE(v->cuda->check(p).find("head dims 64 and 128"), std::string::npos) << id;
+    p = problem_of({DType::f32, 64, false, 1, 1, 64, 64});
+    EXPECT_NE(v->cuda->check(p).find("fp16 or bf16"), std::string::npos) << id;
+    p = problem_of({DType::bf16, 128, true, 2, 3, 1000, 17});
+    EXPECT_EQ(v->cuda->check(p), "") << id;
+  }
+}
+
+// The workspace each version asks for covers what its kernels address: LSE2 and D padded to
+// whole blocks, and 0, 1 or ceil(Nk/128) fp32 copies of dQ.
+TEST(BwdKernels, WorkspaceGrowsWithTheDqAccumulators) {
+  const Problem p = problem_of({DType::f16, 64, false, 2, 3, 1000, 1000});
+  const int64_t dq = p.shape.q_elems() * 4;
+  const auto ws = [&](const char* id) {
+    return static_cast<int64_t>(find_version(id)->cuda->workspace_bytes(p));
+  };
+  const int64_t rows = ws("recompute");
+  EXPECT_GE(rows, 2 * p.shape.lse_elems() * 4);
+  EXPECT_EQ(ws("atomic-dq"), rows + dq);
+  EXPECT_EQ(ws("deterministic-dq"), rows + 8 * dq);  // ceil(1000 / 128) = 8 splits
+}
+
+TEST(BwdKernels, DeterministicDqIsBitwiseReproducibleOverFiftyRuns) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  // Ragged and causal, more queries than keys (rows without keys) and several K blocks per row.
+  const Problem p = problem_of({DType::f16, 64, true, 2, 3, 1100, 777});
+  const Inputs in = make_inputs(p, 99);
+  const Forward fwd_in = reference_forward_for(p, reference::forward(p, in, false));
+  cuda::RunOptions o = once();
+  o.bitwise_repeats = 49;
+  for (const char* id : {"deterministic-dq", "atomic-dq"}) {
+    const VersionInfo* v = find_version(id);
+    const cuda::RunResult r = cuda::run(*v->cuda, p, in, &fwd_in, o);
+    std::cout << "[" << id << "] 50 runs: dQ differed from the first in " << r.differing_runs.dQ
+              << ", dK in " << r.differing_runs.dK << ", dV in " << r.differing_runs.dV << "\n";
+    EXPECT_EQ(r.differing_runs.dK, 0) << id;
+    EXPECT_EQ(r.differing_runs.dV, 0) << id;
+    if (v->deterministic) {
+      EXPECT_EQ(r.differing_runs.dQ, 0) << id;
+      EXPECT_TRUE(r.bitwise_repeatable) << id;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashlab
+
+namespace flashlab {
+namespace {
+
+// Not a check: times the three backwards at the chapter's benchmark shapes (B*N = 16k tokens,
+// hidden 2048) next to each other, with O and LSE from the CUDA tiled forward. Run it with
+// --gtest_also_run_disabled_tests; `flashlab bench` is the tool for real sweeps.
+TEST(BwdKernels, DISABLED_TimeAtBenchShapes) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  const VersionInfo* tiled = find_version("tiled");
+  ASSERT_TRUE(tiled && tiled->cuda && tiled->cuda->forward);
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true}) {
+      const int64_t N = 4096, B = 4, H = 2048 / d;
+      const Problem p = problem_of({DType::bf16, d, causal, B, H, N, N});
+      const Inputs in = make_inputs(p, 5);
+      const Forward fwd = cuda::run(*tiled->cuda, p, in, nullptr, once()).fwd;
+      cuda::RunOptions o;
+      o.warmup = 3;
+      o.repeats = 10;
+      o.bitwise_repeats = 0;
+      const double flops = 2.5 * 4.0 * B * H * N * N * d * (causal ? 0.5 : 1.0);
+      for (const char* id : kBackwardIds) {
+        const cuda::RunResult r = cuda::run(*find_version(id)->cuda, p, in, &fwd, o);
+        std::vector<double> ms = r.bwd_time.ms;
+        std::sort(ms.begin(), ms.end());
+        const double med = ms[ms.size() / 2];
+        std::printf(
+            "[time] bf16 d=%ld N=%ld B=%ld H=%ld %-6s %-17s median %.3f ms (min %.3f max "
+            "%.3f) %.1f TFLOP/s\n",
+            static_cast<long>(d), static_cast<long>(N), static_cast<long>(B), static_cast<long>(H),
+            causal ? "causal" : "full", id, med, ms.front(), ms.back(), flops / med * 1e-9);
+      }
+    }
+}
+
+}  // namespace
+}  // namespace flashlab
