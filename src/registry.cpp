@@ -26,10 +26,10 @@ int64_t atomic_dq_workspace(const Problem& p, const CpuOptions&) {
   return p.shape.lse_elems() * 4 + p.shape.q_elems() * 4;
 }
 
-// D plus one fp32 dQ split per K block.
+// D and LSE * log2(e) plus one fp32 dQ split per K block.
 int64_t deterministic_dq_workspace(const Problem& p, const CpuOptions& o) {
   const int64_t splits = (p.shape.Nk + o.Bc - 1) / o.Bc;
-  return p.shape.lse_elems() * 4 + splits * p.shape.q_elems() * 4;
+  return 2 * p.shape.lse_elems() * 4 + splits * p.shape.q_elems() * 4;
 }
 
 #ifdef FLASHLAB_HAVE_CUDA
@@ -49,17 +49,17 @@ const std::array<VersionInfo, 5> kVersions = {{
     {"recompute", "03_recompute", Pass::bwd,
      "no N x N storage: D = rowsum(O*dO) first, S and P recomputed from LSE; dK,dV by an outer-K "
      "pass and dQ by a separate outer-Q pass (no atomics, 7 matmuls)",
-     true, "B*H*Nq*4 (D)", recompute_workspace, nullptr, cpu::recompute_backward,
+     true, "2*B*H*Nq*4 (D, LSE*log2e)", recompute_workspace, nullptr, cpu::recompute_backward,
      CUDA_ENTRY(recompute)},
     {"atomic-dq", "04_atomic_dq", Pass::bwd,
      "FA2's single outer-K pass (5 matmuls): dQ partials atomically added into an fp32 buffer, "
      "then a convert pass scales and casts",
-     false, "B*H*Nq*4 (D) + B*H*Nq*d*4 (fp32 dQ accumulator)", atomic_dq_workspace, nullptr,
+     false, "2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator)", atomic_dq_workspace, nullptr,
      cpu::atomic_dq_backward, CUDA_ENTRY(atomic_dq)},
     {"deterministic-dq", "05_deterministic_dq", Pass::bwd,
      "like atomic-dq, but each K-block worker adds into its own dQ split; the convert pass sums "
      "splits in a fixed order, so dQ is bitwise reproducible",
-     true, "B*H*Nq*4 (D) + ceil(Nk/Bc)*B*H*Nq*d*4 (fp32 dQ splits)", deterministic_dq_workspace,
+     true, "2*B*H*Nq*4 (D, LSE*log2e) + ceil(Nk/Bc)*B*H*Nq*d*4 (fp32 dQ splits)", deterministic_dq_workspace,
      nullptr, cpu::deterministic_dq_backward, CUDA_ENTRY(deterministic_dq)},
 }};
 

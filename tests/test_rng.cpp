@@ -36,8 +36,8 @@ TEST(Dtype, HalfAndBf16RoundToNearestEven) {
 // stream derivation or the rounding shows up here -- and would change every published figure.
 TEST(Rng, FirstValuesArePinned) {
   const HostTensor a = random_normal(42, 1, 6, DType::f64);
-  const double expected[] = {0x1.7a05903f2fbfcp-2,  0x1.4d65df4d889e3p-2, -0x1.4b942bde5a1d3p+0,
-                             -0x1.f38e67ea443eep-1, 0x1.69fd386ae3981p+0, 0x1.18c6041d60c4ap-2};
+  const double expected[] = {-0x1.0977952d51676p+1, -0x1.0696603fe0302p-2, -0x1.5785f76d382e6p-2,
+                             -0x1.b4ba8ddb92b26p-1, 0x1.23d4fa5541a04p-2,  0x1.c8fec3547d426p-2};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(a[i], expected[i]) << i;
 }
 
@@ -48,10 +48,10 @@ TEST(Rng, MakeInputsForAnFp16ProblemArePinned) {
   const Inputs in = make_inputs(p, 42);
   ASSERT_EQ(in.Q.size(), 8u);
   ASSERT_EQ(in.K.size(), 12u);
-  const double Q[] = {0x1.7ap-2, 0x1.4d8p-2, -0x1.4b8p+0, -0x1.f38p-1};
-  const double K[] = {-0x1.554p+0, 0x1.1f4p-4, 0x1.1ecp-1, 0x1.2d4p-2};
-  const double V[] = {0x1.944p-1, 0x1.06p+0, -0x1.2b8p-1, -0x1.13cp-5};
-  const double dO[] = {-0x1.98cp-1, -0x1.084p-1, -0x1.2p-2, 0x1.8d8p-1};
+  const double Q[] = {-0x1.098p+1, -0x1.068p-2, -0x1.578p-2, -0x1.b4cp-1};
+  const double K[] = {-0x1.138p+0, -0x1.e8p-1, -0x1.c68p-2, 0x1.708p+0};
+  const double V[] = {0x1.e8cp-4, -0x1.0dcp+0, -0x1.efp-7, -0x1.c3cp-2};
+  const double dO[] = {-0x1.bc8p-2, 0x1.0ecp-1, -0x1.1ecp-1, 0x1.3bp-3};
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(in.Q[i], Q[i]) << i;
     EXPECT_EQ(in.K[i], K[i]) << i;
@@ -61,6 +61,20 @@ TEST(Rng, MakeInputsForAnFp16ProblemArePinned) {
   // Q is stream 1 of the same seed, rounded to fp16.
   const HostTensor q64 = random_normal(42, 1, 8, DType::f64);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(in.Q[i], round_to(DType::f16, q64[i]));
+}
+
+// Large tensors are filled in parallel; the values must not depend on the thread count.
+TEST(Rng, ValuesDoNotDependOnThreads) {
+  const int64_t n = (1 << 17) + 3;
+  const HostTensor many = random_normal(9, 3, n, DType::f32);
+  HostTensor one;
+#pragma omp parallel num_threads(1)
+  { one = random_normal(9, 3, n, DType::f32); }
+  ASSERT_EQ(many.size(), one.size());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(many[i], one[i]) << i;
+  // Prefix property: a shorter tensor is the start of a longer one.
+  const HostTensor prefix = random_normal(9, 3, 1001, DType::f32);
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(prefix[i], many[i]) << i;
 }
 
 }  // namespace flashlab

@@ -12,7 +12,8 @@ namespace flashlab {
 
 class Rng {
  public:
-  Rng(uint64_t seed, uint64_t stream);
+  // substream 0 is the plain (seed, stream) sequence; others derive an independent one from it.
+  explicit Rng(uint64_t seed, uint64_t stream = 0, uint64_t substream = 0);
   uint64_t next_u64();
   double uniform();  // in (0, 1)
   double normal();   // standard normal
@@ -24,7 +25,8 @@ class Rng {
   bool has_spare_ = false;
 };
 
-// Standard-normal tensor of n elements from stream `stream` of `seed`, rounded to dtype.
+// Standard-normal tensor of n elements from stream `stream` of `seed`, rounded to dtype. The same
+// (seed, stream, n) gives the same values on every machine, compiler and thread count.
 HostTensor random_normal(uint64_t seed, uint64_t stream, int64_t n, DType dtype);
 
 // Q, K, V, dO for the problem (streams 1..4), rounded to its dtype.

@@ -1,0 +1,206 @@
+// Lab "determinism" — atomic-dq against deterministic-dq. In atomic-dq every K-block worker adds
+// its dQ partials into one fp32 buffer, so the order of the additions (and the rounding) depends on
+// which worker gets there first; deterministic-dq gives each worker its own split and sums the
+// splits in a fixed order. Both run 20 times on the same inputs; we count the runs whose dQ differs
+// bitwise from the first run, the largest difference, the extra memory and the time.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "all_labs.h"
+#include "core/rng.h"
+#include "cpu_versions.h"
+#include "cuda/runner.h"
+#include "lab_util.h"
+#include "registry.h"
+
+namespace flashlab::lab {
+
+namespace {
+
+constexpr int kRuns = 20;
+
+struct Spread {
+  std::string id;
+  int differing = 0;      // runs whose dQ is not bitwise equal to the first run's
+  double max_diff = 0;    // largest |dQ_run - dQ_first|
+  double max_abs = 0;     // largest |dQ|, to put max_diff in proportion
+  bool dkdv_same = true;  // dK and dV bitwise equal in every run
+  double median_s = 0;
+  int64_t workspace = 0;
+};
+
+bool same_bits(const HostTensor& a, const HostTensor& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// Folds run k's gradients into the spread against the first run's.
+void compare(Spread& s, const Gradients& first, const Gradients& g) {
+  if (!same_bits(first.dQ, g.dQ)) ++s.differing;
+  for (size_t i = 0; i < g.dQ.size(); ++i) {
+    s.max_diff = std::max(s.max_diff, std::fabs(g.dQ[i] - first.dQ[i]));
+    s.max_abs = std::max(s.max_abs, std::fabs(g.dQ[i]));
+  }
+  s.dkdv_same = s.dkdv_same && same_bits(first.dK, g.dK) && same_bits(first.dV, g.dV);
+}
+
+Spread repeat_cpu(const VersionInfo& v, const Problem& p, const Inputs& in, const Forward& fwd,
+                  const CpuOptions& opt) {
+  Spread s{v.id};
+  s.workspace = v.workspace_bytes(p, opt);
+  Gradients first;
+  std::vector<double> times;
+  for (int k = 0; k < kRuns; ++k) {
+    Gradients g;
+    Counters c;
+    const auto t0 = std::chrono::steady_clock::now();
+    v.cpu_backward(p, in, fwd, opt, g, c);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (k == 0)
+      first = std::move(g);
+    else
+      compare(s, first, g);
+  }
+  s.median_s = median(times);
+  return s;
+}
+
+Spread repeat_gpu(const VersionInfo& v, const Problem& p, const Inputs& in, const Forward& fwd) {
+  Spread s{v.id};
+  cuda::RunOptions ro;
+  ro.warmup = 1;
+  ro.repeats = 1;
+  ro.bitwise_repeats = 0;
+  Gradients first;
+  std::vector<double> times;
+  for (int k = 0; k < kRuns; ++k) {
+    cuda::RunResult r = cuda::run(*v.cuda, p, in, &fwd, ro);
+    s.workspace = r.workspace_bytes;
+    times.push_back(median(r.bwd_time.ms) * 1e-3);
+    if (k == 0)
+      first = std::move(r.grads);
+    else
+      compare(s, first, r.grads);
+  }
+  s.median_s = median(times);
+  return s;
+}
+
+}  // namespace
+
+Report determinism(const LabOptions& o) {
+  Report r;
+  r.command = "lab determinism";
+  const bool gpu = use_gpu(o);
+
+  Problem p;
+  CpuOptions opt = blocks(32, 32, false);
+  opt.threads = 4;  // more workers than cores: more interleavings of the dQ additions
+  if (gpu) {
+    p.shape = Shape{1, 16, 4096, 4096, 128};
+    p.dtype = DType::f16;
+  } else {
+    p = make_problem(2, 128, 32, false, DType::f32);
+  }
+  const Inputs in = make_inputs(p, o.seed);
+  std::vector<Spread> spreads;
+  if (gpu) {
+    cuda::RunOptions ro;
+    ro.bitwise_repeats = 0;
+    ro.repeats = 1;
+    const Forward fwd = cuda::run(*find_version("tiled")->cuda, p, in, nullptr, ro).fwd;
+    for (const char* id : {"atomic-dq", "deterministic-dq"})
+      spreads.push_back(repeat_gpu(*find_version(id), p, in, fwd));
+  } else {
+    Forward fwd;
+    Counters c;
+    cpu::tiled_forward(p, in, opt, fwd, c);
+    for (const char* id : {"atomic-dq", "deterministic-dq"})
+      spreads.push_back(repeat_cpu(*find_version(id), p, in, fwd, opt));
+  }
+  const Shape& s = p.shape;
+  r.config = {{"backend", gpu ? "cuda" : "cpu"},
+              {"runs", kRuns},
+              {"B", s.B},
+              {"H", s.H},
+              {"N", s.Nq},
+              {"d", s.d},
+              {"dtype", to_string(p.dtype)},
+              {"seed", o.seed}};
+  if (!gpu) r.config["threads"] = opt.threads, r.config["Br"] = opt.Br, r.config["Bc"] = opt.Bc;
+
+  Table t{"determinism",
+          fmt::format(fmt::runtime(tr(o, "dQ over {} runs (B={}, H={}, N={}, d={}, {}), {}",
+                                      "dQ 重复 {} 次（B={}，H={}，N={}，d={}，{}），{}")),
+                      kRuns, s.B, s.H, s.Nq, s.d, to_string(p.dtype), backend_note(o, gpu)),
+          {col("version", tr(o, "version", "版本")),
+           col("runs_differing", tr(o, "runs whose dQ differs", "dQ 不同的次数"), "runs"),
+           col("max_diff", tr(o, "largest run-to-run |ΔdQ|", "多次运行间最大 |ΔdQ|"), "", "{:.2e}"),
+           col("rel_diff", tr(o, "relative to max |dQ|", "相对 max |dQ|"), "ratio", "{:.2e}"),
+           col("dkdv_identical", tr(o, "dK, dV bitwise identical", "dK、dV 逐位相同")),
+           col("workspace", tr(o, "workspace", "工作区"), "B", "bytes"),
+           col("time", tr(o, "median time", "耗时中位数"), "ms", "{:.3f}")},
+          {}};
+  for (const Spread& x : spreads)
+    t.rows.push_back({x.id, x.differing, x.max_diff, x.max_abs > 0 ? x.max_diff / x.max_abs : 0.0,
+                      x.dkdv_same, x.workspace, x.median_s * 1e3});
+  r.tables.push_back(std::move(t));
+
+  const Spread& a = spreads[0];
+  const Spread& d = spreads[1];
+  const double time_ratio = d.median_s / a.median_s;
+  const double mem_ratio = a.workspace > 0 ? double(d.workspace) / a.workspace : 0.0;
+  r.figures["atomic_runs_differing"] = {{"value", a.differing}, {"unit", "runs"}};
+  r.figures["deterministic_runs_differing"] = {{"value", d.differing}, {"unit", "runs"}};
+  r.figures["atomic_max_diff"] = {{"value", a.max_diff}, {"unit", ""}};
+  r.figures["time_ratio"] = {{"value", time_ratio}, {"unit", "ratio"}};
+  r.figures["workspace_ratio"] = {{"value", mem_ratio}, {"unit", "ratio"}};
+  r.ok = d.differing == 0 && d.dkdv_same;
+
+  if (a.differing > 0)
+    r.observations.push_back(
+        zh(o) ? fmt::format("atomic-dq 第一次之后的 {} 次运行里有 {} 次 dQ 和第一次不同，最大差 "
+                            "{:.2e}（相对 {:.1e}）："
+                            "各个 K 块的 worker 往同一块 FP32 "
+                            "缓冲里加，谁先加到取决于调度，浮点加法的顺序一变，舍入就变。",
+                            kRuns - 1, a.differing, a.max_diff, a.max_diff / a.max_abs)
+              : fmt::format("atomic-dq: {} of the {} runs after the first gave a dQ that differs "
+                            "from it, by at "
+                            "most {:.2e} ({:.1e} relative): the K-block workers add into one fp32 "
+                            "buffer, whoever gets there first adds first, and a different order of "
+                            "floating-point additions rounds differently.",
+                            a.differing, kRuns - 1, a.max_diff, a.max_diff / a.max_abs));
+  else
+    r.observations.push_back(
+        zh(o)
+            ? fmt::format("这次 atomic-dq 的 {} 次运行 dQ "
+                          "恰好逐位相同：加法顺序取决于调度，这次的调度没有交错出不同的顺序——"
+                          "没有保证，换个机器或线程数就可能不同。",
+                          kRuns)
+            : fmt::format("This time all {} atomic-dq runs happened to give bitwise identical dQ: "
+                          "the order of the additions depends on scheduling, and this run's "
+                          "scheduling did not interleave them differently. Nothing guarantees it.",
+                          kRuns));
+  r.observations.push_back(
+      zh(o) ? fmt::format("deterministic-dq 的 {} 次运行 dQ {}，dK、dV {}。代价：工作区 {}，是 "
+                          "atomic-dq（{}）的 {:.1f} 倍"
+                          "（每个 K 块一份 dQ）；耗时是 atomic-dq 的 {:.2f} 倍。",
+                          kRuns,
+                          d.differing == 0 ? "逐位相同" : fmt::format("有 {} 次不同", d.differing),
+                          d.dkdv_same ? "也逐位相同" : "却有不同", format_bytes(d.workspace),
+                          format_bytes(a.workspace), mem_ratio, time_ratio)
+            : fmt::format(
+                  "deterministic-dq: dQ {} over {} runs, and dK, dV {}. The price: a workspace "
+                  "of {}, {:.1f}x atomic-dq's {} (one dQ split per K block), and {:.2f}x "
+                  "atomic-dq's time.",
+                  d.differing == 0 ? "bitwise identical"
+                                   : fmt::format("differed in {} runs", d.differing),
+                  kRuns, d.dkdv_same ? "identical too" : "not identical", format_bytes(d.workspace),
+                  mem_ratio, format_bytes(a.workspace), time_ratio));
+  return r;
+}
+
+}  // namespace flashlab::lab

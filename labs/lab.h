@@ -1,0 +1,30 @@
+// A chapter lab: computes its figures live from the project's own code and returns them as a
+// Report (tables + observations + figures). `flashlab lab NAME` prints or saves it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "report/report.h"
+
+namespace flashlab {
+
+struct LabOptions {
+  std::string lang = "en";       // "en" or "zh": headings and observations
+  std::string backend = "auto";  // "cpu", "cuda" or "auto" (cuda when a device is present)
+  uint64_t seed = 0;
+};
+
+struct LabInfo {
+  const char* name;  // "memory", "cost", ...
+  const char* title_en;
+  const char* title_zh;
+  Report (*run)(const LabOptions&);
+};
+
+// All labs in the order `flashlab lab all` runs them.
+std::span<const LabInfo> labs();
+const LabInfo* find_lab(const std::string& name);
+
+}  // namespace flashlab

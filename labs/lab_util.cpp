@@ -1,0 +1,65 @@
+#include "lab_util.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "cuda/runner.h"
+
+namespace flashlab::lab {
+
+std::string human_time(double s) {
+  const double a = std::fabs(s);
+  if (a >= 1.0) return fmt::format("{:.2f} s", s);
+  if (a >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  if (a >= 1e-6) return fmt::format("{:.1f} µs", s * 1e6);
+  return fmt::format("{:.0f} ns", s * 1e9);
+}
+
+Column col(const char* key, const std::string& header, const char* unit, const char* format) {
+  return Column{key, header, unit, format};
+}
+
+bool use_gpu(const LabOptions& o) {
+  const cuda::DeviceInfo& dev = cuda::device_info();
+  if (o.backend == "cpu") return false;
+  if (o.backend == "cuda") {
+    if (!dev.present) throw std::runtime_error("--backend cuda: no CUDA device: " + dev.why_absent);
+    return true;
+  }
+  return dev.present;
+}
+
+std::string backend_note(const LabOptions& o, bool gpu) {
+  const cuda::DeviceInfo& dev = cuda::device_info();
+  if (gpu) return fmt::format("GPU ({})", dev.name);
+  if (dev.present) return zh(o) ? "CPU 孪生版本（--backend cpu）" : "CPU twins (--backend cpu)";
+  return zh(o) ? "CPU 孪生版本（没有 GPU）" : "CPU twins (no GPU)";
+}
+
+Problem make_problem(int64_t BH, int64_t N, int64_t d, bool causal, DType dt) {
+  Problem p;
+  p.shape = Shape{1, BH, N, N, d};
+  p.causal = causal;
+  p.dtype = dt;
+  return p;
+}
+
+CpuOptions blocks(int Br, int Bc, bool dry_run) {
+  CpuOptions o;
+  o.Br = Br;
+  o.Bc = Bc;
+  o.dry_run = dry_run;
+  return o;
+}
+
+double median(std::vector<double> xs) {
+  if (xs.empty()) return NAN;
+  std::sort(xs.begin(), xs.end());
+  const size_t n = xs.size();
+  return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+}
+
+}  // namespace flashlab::lab

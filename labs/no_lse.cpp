@@ -1,0 +1,129 @@
+// Lab "no-lse" — the chapter's exercise 3: what the backward costs if the forward did not store
+// LSE. Without it, P = exp(S - LSE) cannot be recomputed directly: every Q block must first run the
+// online softmax over all K blocks again to rebuild m and l. Counted by the atomic-dq twin's
+// no-LSE variant (dry run) against atomic-dq itself, one head, d = 128, blocks 128 x 128.
+#include <fmt/format.h>
+
+#include "all_labs.h"
+#include "cpu_versions.h"
+#include "lab_util.h"
+
+namespace flashlab::lab {
+
+namespace {
+
+constexpr int64_t kD = 128;
+constexpr int kBlock = 128;
+constexpr double kBytesPerElem = 2;
+
+struct Row {
+  int64_t N;
+  Counters with_lse, without;
+  int64_t extra_flops() const { return without.matmul_flops - with_lse.matmul_flops; }
+  int64_t extra_io() const { return without.io() - with_lse.io(); }
+};
+
+Row count(int64_t N) {
+  const Problem p = make_problem(1, N, kD, false);
+  const CpuOptions opt = blocks(kBlock, kBlock);
+  Row r{N, {}, {}};
+  Forward f;
+  Gradients g;
+  cpu::atomic_dq_backward(p, Inputs{}, f, opt, g, r.with_lse);
+  cpu::no_lse_backward(p, Inputs{}, f, opt, g, r.without);
+  return r;
+}
+
+}  // namespace
+
+Report no_lse(const LabOptions& o) {
+  Report r;
+  r.command = "lab no-lse";
+  r.config = {{"B", 1},
+              {"H", 1},
+              {"d", kD},
+              {"Br", kBlock},
+              {"Bc", kBlock},
+              {"bytes_per_element", kBytesPerElem},
+              {"with_lse", "atomic-dq backward (dry run)"},
+              {"without_lse", "atomic-dq backward re-running the online softmax (dry run)"}};
+
+  std::vector<Row> rows;
+  for (int64_t N : {512, 1024, 2048, 4096, 8192}) rows.push_back(count(N));
+
+  Table t{
+      "no_lse",
+      tr(o,
+         "Backward without a stored LSE (one head, d = 128, blocks 128x128, 2 bytes per element)",
+         "不存 LSE 的反向（一个头，d = 128，块 128×128，每个元素 2 字节）"),
+      {col("N", "N", "", "count"),
+       col("flops_lse", tr(o, "FLOPs with LSE", "FLOPs：存 LSE"), "FLOP", "{:.3g}"),
+       col("flops_no_lse", tr(o, "FLOPs without", "FLOPs：不存"), "FLOP", "{:.3g}"),
+       col("extra_flops", tr(o, "extra FLOPs", "多出的 FLOPs"), "%", "{:+.1f}%"),
+       col("io_lse", tr(o, "IO with LSE", "读写：存 LSE"), "B", "bytes"),
+       col("io_no_lse", tr(o, "IO without", "读写：不存"), "B", "bytes"),
+       col("extra_io_bytes", tr(o, "extra IO", "多出的读写"), "B", "bytes"),
+       col("extra_io", tr(o, "extra IO (share)", "多出的读写（比例）"), "%", "{:+.1f}%"),
+       col("lse_bytes", tr(o, "LSE stored (fp32)", "LSE 本身（FP32）"), "B", "bytes")},
+      {}};
+  for (const Row& w : rows) {
+    t.rows.push_back({w.N, w.with_lse.matmul_flops, w.without.matmul_flops,
+                      100.0 * w.extra_flops() / w.with_lse.matmul_flops,
+                      double(w.with_lse.io()) * kBytesPerElem,
+                      double(w.without.io()) * kBytesPerElem, double(w.extra_io()) * kBytesPerElem,
+                      100.0 * w.extra_io() / w.with_lse.io(), w.N * 4});
+    r.figures[fmt::format("extra_flops_N{}", w.N)] = {{"value", w.extra_flops()}, {"unit", "FLOP"}};
+    r.figures[fmt::format("extra_io_N{}", w.N)] = {{"value", w.extra_io()}, {"unit", "elements"}};
+  }
+  r.tables.push_back(std::move(t));
+
+  const Row& big = rows.back();
+  const double n2d = double(big.N) * big.N * kD;
+  const double extra_bytes = double(big.extra_io()) * kBytesPerElem;
+  // K read once more per Q block: ceil(N / Br) * N * d elements.
+  const double k_reread = double((big.N + kBlock - 1) / kBlock) * big.N * kD;
+  const double k_share = 100.0 * k_reread / big.extra_io();
+  r.observations.push_back(
+      zh(o)
+          ? fmt::format("不存 LSE，反向要先对每个 Q 块把所有 K 块再过一遍 online "
+                        "softmax，重建每行的 m 和 l——多一次完整的 K 维度遍历。"
+                        "N = {} 时多出 {:.3g} 次矩阵乘法 FLOPs，即 {:.1f}·N²d，是反向原有运算的 "
+                        "{:.0f}%（多算一次 S = QKᵀ）。",
+                        format_thousands(big.N), double(big.extra_flops()), big.extra_flops() / n2d,
+                        100.0 * big.extra_flops() / big.with_lse.matmul_flops)
+          : fmt::format(
+                "Without LSE the backward must first run the online softmax again over all K "
+                "blocks for every Q block to rebuild each row's m and l: one more full pass "
+                "over K. At N = {} that is {:.3g} extra matmul FLOPs, {:.1f}·N²d, {:.0f}% on "
+                "top of the backward (S = QKᵀ computed once more).",
+                format_thousands(big.N), double(big.extra_flops()), big.extra_flops() / n2d,
+                100.0 * big.extra_flops() / big.with_lse.matmul_flops));
+  r.observations.push_back(
+      zh(o) ? fmt::format("多出的读写主要是每个 Q 块重读一遍全部 K：N²d/Br 个元素，N = {} "
+                          "时占多出部分的 {:.0f}%，随 N² 增长——N = {} 时多 {}（+{:.0f}%），"
+                          "N = {} 时多 {}（+{:.0f}%）。而存 LSE 只要每行 4 字节：N = {} 时 {}，"
+                          "省下的读写是它的 {} 倍。所以前向顺手写出 LSE 几乎是免费的。",
+                          format_thousands(big.N), k_share, format_thousands(rows.front().N),
+                          format_bytes(double(rows.front().extra_io()) * kBytesPerElem),
+                          100.0 * rows.front().extra_io() / rows.front().with_lse.io(),
+                          format_thousands(big.N), format_bytes(extra_bytes),
+                          100.0 * big.extra_io() / big.with_lse.io(), format_thousands(big.N),
+                          format_bytes(big.N * 4.0),
+                          format_thousands(int64_t(extra_bytes / (big.N * 4.0))))
+            : fmt::format(
+                  "The extra traffic is mostly K read once more per Q block, N²d/Br elements "
+                  "({:.0f}% of the extra at N = {}), growing as N²: {} more at N = {} (+{:.0f}%), "
+                  "{} more at N = {} "
+                  "(+{:.0f}%). Storing LSE costs 4 bytes per row: {} at N = {}, and it saves "
+                  "{}x its own size in traffic. Writing LSE in the forward is nearly free.",
+                  k_share, format_thousands(big.N),
+                  format_bytes(double(rows.front().extra_io()) * kBytesPerElem),
+                  format_thousands(rows.front().N),
+                  100.0 * rows.front().extra_io() / rows.front().with_lse.io(),
+                  format_bytes(extra_bytes), format_thousands(big.N),
+                  100.0 * big.extra_io() / big.with_lse.io(), format_bytes(big.N * 4.0),
+                  format_thousands(big.N), format_thousands(int64_t(extra_bytes / (big.N * 4.0)))));
+  return r;
+}
+
+}  // namespace flashlab::lab

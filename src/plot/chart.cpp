@@ -1,0 +1,341 @@
+// Hand-written SVG for plot::Chart. Picture of one panel (pixels):
+//
+//          title
+//     +--------------------+  ^
+//  y  |  lines + markers   |  | plot_h
+//     +--------------------+  v
+//     <----- plot_w ------->
+//          x label
+//     [legend, two entries a row]
+//
+// Log axes map log(v) linearly; ticks sit on powers of 10 (2 for bytes), or on the data's own x
+// values when there are few of them (N = 512, 1024, ...).
+#include "plot/chart.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "util/format.h"
+
+namespace flashlab::plot {
+
+namespace {
+
+constexpr double kPlotW = 400, kPlotH = 260;
+constexpr double kLeft = 78, kRight = 24, kTop = 36, kBelow = 58, kLegendRow = 20;
+constexpr double kPanelW = kLeft + kPlotW + kRight;
+constexpr const char* kFont = "DejaVu Sans, Noto Sans CJK SC, WenQuanYi Micro Hei, sans-serif";
+constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                   "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+
+std::string esc(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// Rough width of a label in pixels at 12 px: CJK characters are square, others about 0.6 em.
+double text_width(const std::string& s) {
+  double w = 0;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+    w += len >= 3 ? 12.0 : 7.0;
+    i += len;
+  }
+  return w;
+}
+
+// A legend entry cut to fit half a panel's width, on a UTF-8 boundary.
+std::string s_trunc(const std::string& s) {
+  constexpr double kMax = kPlotW / 2 - 36;
+  if (text_width(s) <= kMax) return s;
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+    if (text_width(out + s.substr(i, len)) > kMax - 12) break;
+    out += s.substr(i, len);
+    i += len;
+  }
+  return out + "…";
+}
+
+std::string trim_zero(std::string s) {  // "16.0 MiB" -> "16 MiB"
+  const size_t p = s.find(".0 ");
+  if (p != std::string::npos) s.erase(p, 2);
+  return s;
+}
+
+std::string tick_label(double v, TickStyle style) {
+  if (style == TickStyle::bytes) return trim_zero(format_bytes(v));
+  if (style == TickStyle::seconds) {
+    if (v >= 1) return fmt::format("{:g} s", v);
+    if (v >= 1e-3) return fmt::format("{:g} ms", v * 1e3);
+    if (v >= 1e-6) return fmt::format("{:g} µs", v * 1e6);
+    return fmt::format("{:g} ns", v * 1e9);
+  }
+  static const char* si[] = {"", " k", " M", " G", " T", " P", " E"};
+  const double a = std::fabs(v);
+  if (a < 1e4 || (a < 1e6 && v == std::floor(v))) return fmt::format("{:g}", v);  // N = 16384
+  int k = 0;
+  while (a >= std::pow(1000.0, k + 1) && k < 6) ++k;
+  return fmt::format("{:g}{}", v / std::pow(1000.0, k), si[k]);
+}
+
+// Data range of one axis, and the map from a value to [0, 1].
+struct Range {
+  double lo, hi;
+  Scale scale;
+  double t(double v) const {
+    if (scale == Scale::log) return (std::log(v) - std::log(lo)) / (std::log(hi) - std::log(lo));
+    return (v - lo) / (hi - lo);
+  }
+};
+
+Range axis_range(const std::vector<double>& vs, Scale scale) {
+  double lo = *std::min_element(vs.begin(), vs.end());
+  double hi = *std::max_element(vs.begin(), vs.end());
+  if (scale == Scale::log) {
+    if (hi == lo) lo /= 2, hi *= 2;
+    const double pad = std::pow(hi / lo, 0.06);
+    return {lo / pad, hi * pad, scale};
+  }
+  lo = std::min(lo, 0.0);  // throughput and ratios read best from zero
+  if (hi == lo) hi = lo + 1;
+  return {lo, hi + 0.08 * (hi - lo), scale};
+}
+
+std::vector<double> linear_ticks(const Range& r) {
+  const double raw = (r.hi - r.lo) / 5;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  std::vector<double> ts;
+  for (double v = std::ceil(r.lo / step) * step; v <= r.hi + 1e-9 * step; v += step)
+    ts.push_back(std::fabs(v) < 1e-12 * step ? 0.0 : v);
+  return ts;
+}
+
+std::vector<double> log_ticks(const Range& r, TickStyle style) {
+  const double base = style == TickStyle::bytes ? 2.0 : 10.0;
+  const int k0 = static_cast<int>(std::ceil(std::log(r.lo) / std::log(base) - 1e-9));
+  const int k1 = static_cast<int>(std::floor(std::log(r.hi) / std::log(base) + 1e-9));
+  std::vector<double> ts;
+  const int count = k1 - k0 + 1;
+  if (base == 10.0 && count < 3) {  // less than three decades: add 2x and 5x
+    for (int k = k0 - 1; k <= k1; ++k)
+      for (double m : {1.0, 2.0, 5.0}) {
+        const double v = m * std::pow(10.0, k);
+        if (v >= r.lo && v <= r.hi) ts.push_back(v);
+      }
+    return ts;
+  }
+  int step = std::max(1, (count + 6) / 7);
+  if (base == 2.0 && step > 1) step = step <= 2 ? 2 : ((step + 1) / 2) * 2;  // 1, 4, 16 ... KiB
+  for (int k = k0; k <= k1; ++k)
+    if ((k - k0) % step == 0) ts.push_back(std::pow(base, k));
+  return ts;
+}
+
+std::vector<double> ticks_for(const Axis& a, const Range& r, const std::vector<double>& data) {
+  if (a.ticks_at_data) {
+    std::vector<double> d = data;
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+    if (d.size() <= 10) return d;
+    std::vector<double> thin;
+    const size_t stride = (d.size() + 9) / 10;
+    for (size_t i = 0; i < d.size(); i += stride) thin.push_back(d[i]);
+    return thin;
+  }
+  return a.scale == Scale::log ? log_ticks(r, a.ticks) : linear_ticks(r);
+}
+
+void marker(std::string& out, int kind, double x, double y, const char* color) {
+  switch (kind % 4) {
+    case 0:
+      out += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="4" fill="{}"/>)", x, y, color);
+      break;
+    case 1:
+      out += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="8" height="8" fill="{}"/>)", x - 4,
+                         y - 4, color);
+      break;
+    case 2:
+      out += fmt::format(R"(<path d="M{:.1f},{:.1f} l5,9 h-10 z" fill="{}"/>)", x, y - 5.5, color);
+      break;
+    default:
+      out += fmt::format(R"(<path d="M{:.1f},{:.1f} l5,5 l-5,5 l-5,-5 z" fill="{}"/>)", x, y - 5,
+                         color);
+  }
+  out += "\n";
+}
+
+int legend_rows(const Panel& p) {
+  return static_cast<int>((p.series.size() + 1) / 2);
+}
+double panel_height(const Panel& p) {
+  return kTop + kPlotH + kBelow + legend_rows(p) * kLegendRow;
+}
+
+void draw_panel(std::string& out, const Panel& p, double ox, double oy) {
+  std::vector<double> xs, ys;
+  for (const Series& s : p.series)
+    for (const Point& pt : s.points) {
+      if (p.x.scale == Scale::log && pt.x <= 0) continue;
+      if (p.y.scale == Scale::log && pt.y <= 0) continue;
+      xs.push_back(pt.x), ys.push_back(pt.y);
+    }
+  const double x0 = ox + kLeft, y0 = oy + kTop;  // top-left corner of the plot area
+  out += fmt::format(
+      R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" font-size="14" font-weight="bold">{}</text>)"
+      "\n",
+      x0 + kPlotW / 2, oy + 22, esc(p.title));
+  out += fmt::format(
+      R"(<rect x="{:.1f}" y="{:.1f}" width="{}" height="{}" fill="white" stroke="#444"/>)"
+      "\n",
+      x0, y0, kPlotW, kPlotH);
+  if (xs.empty()) {
+    out += fmt::format(
+        R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" font-size="12">no data</text>)"
+        "\n",
+        x0 + kPlotW / 2, y0 + kPlotH / 2);
+    return;
+  }
+  const Range rx = axis_range(xs, p.x.scale), ry = axis_range(ys, p.y.scale);
+  auto px = [&](double v) { return x0 + rx.t(v) * kPlotW; };
+  auto py = [&](double v) { return y0 + (1 - ry.t(v)) * kPlotH; };
+
+  for (double v : ticks_for(p.x, rx, xs)) {
+    const double x = px(v);
+    out += fmt::format(
+        R"(<line x1="{0:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{2:.1f}" stroke="#ddd"/>)"
+        R"(<line x1="{0:.1f}" y1="{2:.1f}" x2="{0:.1f}" y2="{3:.1f}" stroke="#444"/>)"
+        R"(<text x="{0:.1f}" y="{4:.1f}" text-anchor="middle" font-size="11">{5}</text>)"
+        "\n",
+        x, y0, y0 + kPlotH, y0 + kPlotH + 5, y0 + kPlotH + 18, esc(tick_label(v, p.x.ticks)));
+  }
+  for (double v : ticks_for(p.y, ry, ys)) {
+    const double y = py(v);
+    out +=
+        fmt::format(R"(<line x1="{0:.1f}" y1="{1:.1f}" x2="{2:.1f}" y2="{1:.1f}" stroke="#ddd"/>)"
+                    R"(<line x1="{3:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{1:.1f}" stroke="#444"/>)"
+                    R"(<text x="{4:.1f}" y="{5:.1f}" text-anchor="end" font-size="11">{6}</text>)"
+                    "\n",
+                    x0, y, x0 + kPlotW, x0 - 5, x0 - 8, y + 4, esc(tick_label(v, p.y.ticks)));
+  }
+  out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" font-size="12">{}</text>)"
+                     "\n",
+                     x0 + kPlotW / 2, y0 + kPlotH + 38, esc(p.x.label));
+  out += fmt::format(
+      R"svg(<text transform="translate({:.1f},{:.1f}) rotate(-90)" text-anchor="middle" font-size="12">{}</text>)svg"
+      "\n",
+      ox + 16, y0 + kPlotH / 2, esc(p.y.label));
+
+  // Lines and markers, clipped to the plot area by construction (the ranges hold every point).
+  for (size_t k = 0; k < p.series.size(); ++k) {
+    const Series& s = p.series[k];
+    const size_t i = s.style >= 0 ? static_cast<size_t>(s.style) : k;
+    const char* color = kColors[i % 8];
+    std::string path;
+    for (const Point& pt : s.points) {
+      if ((p.x.scale == Scale::log && pt.x <= 0) || (p.y.scale == Scale::log && pt.y <= 0))
+        continue;
+      path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", px(pt.x), py(pt.y));
+    }
+    out += fmt::format(R"(<path d="{}" fill="none" stroke="{}" stroke-width="2"{}/>)"
+                       "\n",
+                       path, color, i % 8 >= 4 ? R"( stroke-dasharray="6,3")" : "");
+    for (const Point& pt : s.points) {
+      if ((p.x.scale == Scale::log && pt.x <= 0) || (p.y.scale == Scale::log && pt.y <= 0))
+        continue;
+      marker(out, static_cast<int>(i), px(pt.x), py(pt.y), color);
+    }
+  }
+  // Legend under the x label, two entries a row.
+  const double ly = y0 + kPlotH + kBelow;
+  for (size_t k = 0; k < p.series.size(); ++k) {
+    const double lx = x0 + (k % 2) * (kPlotW / 2);
+    const double yy = ly + (k / 2) * kLegendRow;
+    const size_t i = p.series[k].style >= 0 ? static_cast<size_t>(p.series[k].style) : k;
+    const char* color = kColors[i % 8];
+    out += fmt::format(
+        R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="{}" stroke-width="2"{}/>)",
+        lx, yy - 4, lx + 24, yy - 4, color, i % 8 >= 4 ? R"( stroke-dasharray="6,3")" : "");
+    marker(out, static_cast<int>(i), lx + 12, yy - 4, color);
+    out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="12">{}</text>)"
+                       "\n",
+                       lx + 30, yy, esc(s_trunc(p.series[k].name)));
+  }
+}
+
+}  // namespace
+
+std::string render_svg(const Chart& c) {
+  if (c.panels.empty()) throw std::invalid_argument("plot: nothing to draw");
+  const int cols = c.panels.size() == 1 ? 1 : 2;
+  const double head = c.subtitle.empty() ? 44 : 64;
+  // Row heights follow the tallest panel of the row (legends differ).
+  std::vector<double> row_h;
+  for (size_t i = 0; i < c.panels.size(); ++i) {
+    if (i % cols == 0) row_h.push_back(0);
+    row_h.back() = std::max(row_h.back(), panel_height(c.panels[i]));
+  }
+  double height = head + 10;
+  for (double h : row_h) height += h;
+  const double width = cols * kPanelW + 20;
+  // The title shrinks to fit the width (text_width measures at 12 px).
+  const double title_px = std::clamp(12.0 * (width - 40) / (text_width(c.title) * 1.1), 9.0, 17.0);
+
+  std::string out;
+  out += fmt::format(
+      R"(<?xml version="1.0" encoding="UTF-8"?>)"
+      "\n"
+      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0:.0f}" height="{1:.0f}" viewBox="0 0 {0:.0f} {1:.0f}" font-family="{2}">)"
+      "\n"
+      R"(<rect width="100%" height="100%" fill="white"/>)"
+      "\n",
+      width, height, kFont);
+  out += fmt::format(
+      R"(<text x="{:.1f}" y="28" text-anchor="middle" font-size="{:.1f}" font-weight="bold">{}</text>)"
+      "\n",
+      width / 2, title_px, esc(c.title));
+  if (!c.subtitle.empty())
+    out += fmt::format(
+        R"(<text x="{:.1f}" y="50" text-anchor="middle" font-size="12" fill="#555">{}</text>)"
+        "\n",
+        width / 2, esc(c.subtitle));
+  double oy = head;
+  for (size_t i = 0; i < c.panels.size(); ++i) {
+    if (i > 0 && i % cols == 0) oy += row_h[i / cols - 1];
+    draw_panel(out, c.panels[i], 10 + (i % cols) * kPanelW, oy);
+  }
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace flashlab::plot

@@ -1,0 +1,250 @@
+// The chapter labs: each one run, and its key figures checked against the lecture's numbers and
+// against closed forms of the CPU twins' counters.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "cuda/runner.h"
+#include "labs/lab.h"
+#include "report/render.h"
+
+namespace flashlab {
+
+namespace {
+
+Report run_lab(const std::string& name, const std::string& lang = "en") {
+  const LabInfo* lab = find_lab(name);
+  if (lab == nullptr) throw std::runtime_error("no lab " + name);
+  LabOptions o;
+  o.lang = lang;
+  o.backend = "cpu";
+  return lab->run(o);
+}
+
+const Table& table(const Report& r, const std::string& id) {
+  for (const Table& t : r.tables)
+    if (t.id == id) return t;
+  throw std::runtime_error("no table " + id + " in " + r.command);
+}
+
+size_t col_index(const Table& t, const std::string& key) {
+  for (size_t i = 0; i < t.columns.size(); ++i)
+    if (t.columns[i].key == key) return i;
+  throw std::runtime_error("no column " + key + " in " + t.id);
+}
+
+const json& cell(const Table& t, size_t row, const std::string& key) {
+  return t.rows.at(row).at(col_index(t, key));
+}
+double num(const Table& t, size_t row, const std::string& key) {
+  return cell(t, row, key).get<double>();
+}
+std::string text(const Table& t, size_t row, const std::string& key) {
+  return format_cell(t.columns[col_index(t, key)], cell(t, row, key));
+}
+
+bool has_cjk(const std::string& s) {
+  for (unsigned char c : s)
+    if (c >= 0xE4 && c <= 0xE9) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(Labs, RegistryListsEveryLabOnce) {
+  std::set<std::string> names;
+  for (const LabInfo& l : labs()) {
+    EXPECT_TRUE(names.insert(l.name).second) << l.name;
+    EXPECT_EQ(find_lab(l.name), &l);
+    EXPECT_TRUE(has_cjk(l.title_zh)) << l.name;
+  }
+  for (const char* n :
+       {"gradcheck", "memory", "cost", "causal", "bwd-ratio", "no-lse", "determinism"})
+    EXPECT_TRUE(names.count(n)) << n;
+  EXPECT_EQ(find_lab("no-such-lab"), nullptr);
+}
+
+// Every lab fills the report: command, typed rows as wide as the columns, finite numbers or null,
+// computed observations; in Chinese with lang zh, in English otherwise.
+TEST(Labs, EveryLabFillsItsReportInBothLanguages) {
+  for (const LabInfo& l : labs()) {
+    for (const std::string lang : {"en", "zh"}) {
+      const Report r = run_lab(l.name, lang);
+      SCOPED_TRACE(std::string(l.name) + " " + lang);
+      EXPECT_EQ(r.command, std::string("lab ") + l.name);
+      EXPECT_TRUE(r.ok);
+      ASSERT_FALSE(r.tables.empty());
+      ASSERT_FALSE(r.observations.empty());
+      for (const Table& t : r.tables) {
+        EXPECT_FALSE(t.id.empty());
+        EXPECT_EQ(has_cjk(t.title), lang == "zh") << t.title;
+        ASSERT_FALSE(t.rows.empty()) << t.id;
+        for (const auto& row : t.rows) {
+          ASSERT_EQ(row.size(), t.columns.size()) << t.id;
+          for (const json& v : row)
+            if (v.is_number()) {
+              EXPECT_TRUE(std::isfinite(v.get<double>())) << t.id;
+            }
+        }
+      }
+      for (const std::string& s : r.observations) EXPECT_EQ(has_cjk(s), lang == "zh") << s;
+      EXPECT_TRUE(r.config.is_object());
+    }
+  }
+}
+
+// Demo 2, to the character: 32 heads, fp16 P against fp32 LSE.
+TEST(Labs, MemoryReproducesTheLectureTable) {
+  const Report r = run_lab("memory");
+  const Table& t = table(r, "kept");
+  ASSERT_EQ(t.rows.size(), 4u);
+  const char* expect[4][4] = {{"2,048", "256.0 MiB", "256.0 KiB", "1,024"},
+                              {"8,192", "4.0 GiB", "1.0 MiB", "4,096"},
+                              {"32,768", "64.0 GiB", "4.0 MiB", "16,384"},
+                              {"131,072", "1.0 TiB", "16.0 MiB", "65,536"}};
+  for (size_t i = 0; i < 4; ++i) {
+    const double N = num(t, i, "N");
+    EXPECT_EQ(num(t, i, "P_bytes"), 32 * N * N * 2);
+    EXPECT_EQ(num(t, i, "LSE_bytes"), 32 * N * 4);
+    EXPECT_EQ(num(t, i, "ratio"), N / 2);
+    EXPECT_EQ(text(t, i, "N"), expect[i][0]);
+    EXPECT_EQ(text(t, i, "P_bytes"), expect[i][1]);
+    EXPECT_EQ(text(t, i, "LSE_bytes"), expect[i][2]);
+    EXPECT_EQ(text(t, i, "ratio"), expect[i][3]);
+  }
+  // Workspaces at B=4, H=16, N=4096, d=128, Bc=128: one fp32 dQ (atomic) or 32 splits
+  // (deterministic), plus a few fp32 vectors of one value per row (D, ...).
+  const Table& w = table(r, "workspace");
+  const double BH = 64, N = 4096, d = 128, row_vector = BH * N * 4;
+  for (size_t i = 0; i < w.rows.size(); ++i) {
+    const std::string id = cell(w, i, "version").get<std::string>();
+    const double dq = BH * N * d * 4 * (id == "deterministic-dq" ? 32 : 1);
+    if (id == "atomic-dq" || id == "deterministic-dq") {
+      EXPECT_GE(num(w, i, "bytes"), dq) << id;
+      EXPECT_LE(num(w, i, "bytes"), dq + 4 * row_vector) << id;
+    }
+  }
+  if (!cuda::device_info().present) {
+    bool said = false;
+    for (const std::string& s : r.observations)
+      said = said || s.find("not measured") != std::string::npos;
+    EXPECT_TRUE(said);
+  }
+}
+
+// Demo 3: counts equal their closed forms (one head, N divisible by the 128 x 128 blocks):
+//   standard = naive fwd (4N^2 + 4Nd + N) + naive bwd (7N^2 + 8Nd) elements, 12 N^2 d FLOPs
+//   FA = tiled fwd (2Nd + N + T*2Nd) + atomic-dq bwd (8Nd + N + T*(4Nd + 2N)), 14 N^2 d FLOPs
+TEST(Labs, CostCountsMatchClosedFormsAndTheLectureRatios) {
+  const Report r = run_lab("cost");
+  const Table& t = table(r, "cost");
+  ASSERT_EQ(t.rows.size(), 5u);
+  const double d = 128;
+  double last_io_ratio = 0;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const double N = num(t, i, "N"), T = N / 128;
+    SCOPED_TRACE(N);
+    EXPECT_EQ(num(t, i, "flops_standard"), 12 * N * N * d);
+    EXPECT_EQ(num(t, i, "flops_fa"), 14 * N * N * d);
+    EXPECT_NEAR(num(t, i, "flops_ratio"), 7.0 / 6.0, 1e-12);
+    EXPECT_EQ(text(t, i, "flops_ratio"), "1.167");
+    EXPECT_EQ(num(t, i, "io_standard"), 2 * (11 * N * N + 12 * N * d + N));
+    const double fa = (2 * N * d + N + T * 2 * N * d) + (8 * N * d + N + T * (4 * N * d + 2 * N));
+    EXPECT_EQ(num(t, i, "io_fa"), 2 * fa);
+    // About 1.8 and flat: settles by N = 2048, never above 11/6.
+    const double io_ratio = num(t, i, "io_ratio");
+    EXPECT_GE(io_ratio, last_io_ratio);
+    EXPECT_LT(io_ratio, 11.0 / 6.0);
+    if (N >= 2048) {
+      EXPECT_NEAR(io_ratio, 1.8, 0.05);
+    }
+    last_io_ratio = io_ratio;
+    // Roofline on the lecture's H100: both bandwidth-bound, so the speedup is the IO ratio.
+    EXPECT_NEAR(num(t, i, "roofline_standard"), num(t, i, "io_standard") / 3.35e12 * 1e6, 1e-9);
+    EXPECT_NEAR(num(t, i, "speedup"), io_ratio, 1e-12);
+  }
+}
+
+// Demo 4: 0.508, 0.516, 0.531 for square blocks, equal to 1/2 + 1/(2T).
+TEST(Labs, CausalSkippingMatchesTheFormula) {
+  const Report r = run_lab("causal");
+  const Table& t = table(r, "causal");
+  ASSERT_EQ(t.rows.size(), 4u);
+  const char* expect[] = {"0.508", "0.516", "0.531"};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(num(t, i, "flops_ratio"), num(t, i, "formula"), 1e-12);
+    EXPECT_EQ(text(t, i, "flops_ratio"), expect[i]);
+    EXPECT_EQ(text(t, i, "formula"), expect[i]);
+  }
+  EXPECT_TRUE(cell(t, 3, "formula").is_null());  // 128 x 64 is not square
+  EXPECT_NEAR(num(t, 3, "flops_ratio"), 1056.0 / 2048.0, 1e-12);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_GT(num(t, i, "io_ratio"), num(t, i, "flops_ratio"));  // Q reads and O writes stay
+    EXPECT_LT(num(t, i, "io_ratio"), 0.6);
+  }
+}
+
+TEST(Labs, GradcheckIsWithinTheLectureBounds) {
+  const Report r = run_lab("gradcheck");
+  EXPECT_TRUE(r.ok);
+  const Table& t = table(r, "gradcheck");
+  EXPECT_EQ(t.rows.size(), 10u);  // causal and not x (standard + 4 CPU backwards)
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    EXPECT_LE(num(t, i, "fwd_O"), 1e-14);
+    if (!cell(t, i, "vs_standard").is_null()) {
+      EXPECT_LE(num(t, i, "vs_standard"), 1e-13);
+    }
+    EXPECT_LE(num(t, i, "vs_fd"), 1e-7);
+    EXPECT_TRUE(cell(t, i, "within_bounds").get<bool>());
+  }
+  EXPECT_LE(r.figures["D_identity_gap"]["value"].get<double>(), 1e-13);
+}
+
+// Exercise 3: rebuilding m and l costs one more Q K^T per pair and a read of K per Q block.
+TEST(Labs, NoLseExtraCostsMatchClosedForms) {
+  const Report r = run_lab("no-lse");
+  const Table& t = table(r, "no_lse");
+  ASSERT_EQ(t.rows.size(), 5u);
+  const double d = 128;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const double N = num(t, i, "N");
+    const double extra_flops = num(t, i, "flops_no_lse") - num(t, i, "flops_lse");
+    EXPECT_EQ(extra_flops, 2 * N * N * d);
+    EXPECT_NEAR(num(t, i, "extra_flops"), 20.0, 1e-9);         // 2 N^2 d on top of 10 N^2 d
+    const double extra_elems = N * d + (N / 128) * N * d + N;  // Q, K per Q block, LSE
+    EXPECT_EQ(num(t, i, "extra_io_bytes"), 2 * extra_elems);
+    EXPECT_EQ(r.figures[fmt::format("extra_io_N{}", int64_t(N))]["value"].get<double>(),
+              extra_elems);
+  }
+}
+
+TEST(Labs, DeterministicDqIsBitwiseRepeatable) {
+  const Report r = run_lab("determinism");
+  const Table& t = table(r, "determinism");
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(cell(t, 0, "version"), "atomic-dq");
+  EXPECT_EQ(cell(t, 1, "version"), "deterministic-dq");
+  EXPECT_EQ(num(t, 1, "runs_differing"), 0);
+  EXPECT_EQ(num(t, 1, "max_diff"), 0);
+  EXPECT_TRUE(cell(t, 1, "dkdv_identical").get<bool>());
+  EXPECT_GT(num(t, 1, "workspace"), num(t, 0, "workspace"));
+  // atomic-dq may or may not differ on a given day; when it does, only by rounding.
+  EXPECT_LE(num(t, 0, "rel_diff"), 1e-5);
+  EXPECT_TRUE(r.ok);
+}
+
+TEST(Labs, BwdRatioMeasuresAndCountsTheFlopRatio) {
+  const Report r = run_lab("bwd-ratio");
+  const Table& t = table(r, "bwd_ratio");
+  ASSERT_GE(t.rows.size(), 2u);
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    EXPECT_EQ(num(t, i, "flop_ratio"), 2.5);
+    EXPECT_GT(num(t, i, "fwd_time"), 0);
+    EXPECT_GT(num(t, i, "time_ratio"), 0);
+  }
+  EXPECT_EQ(r.config["backend"], "cpu");
+}
+
+}  // namespace flashlab
