@@ -38,16 +38,23 @@ struct PassTiming {
 };
 
 struct RunResult {
-  Forward fwd;       // O, LSE (downloaded, as doubles) when the version has a forward
-  Gradients grads;   // dQ, dK, dV when the version has a backward
+  Forward fwd;      // O, LSE (downloaded, as doubles) when the version has a forward
+  Gradients grads;  // dQ, dK, dV when the version has a backward
   PassTiming fwd_time, bwd_time;
   int64_t workspace_bytes = 0;
-  int64_t peak_device_bytes = 0;  // all buffers this run allocated, workspace included
-  bool bitwise_repeatable = true; // outputs identical over bitwise_repeats extra runs
-  int bitwise_mismatches = 0;     // how many of those runs differed from the first
+  int64_t peak_device_bytes = 0;   // all buffers this run allocated, workspace included
+  bool bitwise_repeatable = true;  // outputs identical over bitwise_repeats extra runs
+  int bitwise_mismatches = 0;      // how many of those runs differed from the first
+  // The same count per output: in how many of the extra runs each one differed from the first
+  // (atomic-dq's dQ is expected to; its dK and dV are not).
+  struct PerOutput {
+    int O = 0, LSE = 0, dQ = 0, dK = 0, dV = 0;
+  } differing_runs;
 };
 
 // Bytes the run would allocate on the device for this version (inputs, outputs, workspace).
+// run() also allocates a scratch buffer of twice the L2 size to flush the cache between repeats,
+// and counts it in RunResult::peak_device_bytes.
 int64_t required_device_bytes(const Version& v, const Problem& p);
 
 // Runs `v` on the device. For a backward-only version, `fwd_in` supplies O and LSE (from the

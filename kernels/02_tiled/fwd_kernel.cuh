@@ -1,0 +1,292 @@
+// The tiled forward kernel (FA2 forward on mma.sync). cuda.cu explains the idea and draws the
+// tile picture; this file is the kernel, its compile-time traits and its launcher.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "02_tiled/fwd_launch.h"
+#include "common/check.cuh"
+#include "common/mma.cuh"
+
+namespace flashlab::cuda::tiled_fwd {
+
+// Block shape per head dim. Every warp owns kRowsPerWarp query rows for the whole loop, holds
+// their Q fragments, S tile and O accumulator in registers; K and V tiles are shared by all warps.
+template <int D>
+struct FwdTraits;
+
+// kMinBlocks is the register budget: 65536 / (threads * kMinBlocks) registers per thread.
+//
+// d = 64: 4 warps x 32 rows (two m16 tiles per warp), so every K/V fragment read from shared
+// memory feeds two MMAs (half the ldmatrix traffic of 16 rows per warp). Per thread: Q 32
+// registers, S 64 floats, O 64 floats; ptxas fits it in 248 registers, so two blocks (8 warps)
+// share an SM. Three K/V stages (3 x 16 KiB + Q 16 KiB = 64 KiB per block).
+template <>
+struct FwdTraits<64> {
+  static constexpr int Br = 128, Bc = 64, kWarps = 4, kStages = 3, kMinBlocks = 2;
+};
+
+// d = 128: 8 warps x 16 rows. 32 rows per warp would need Q 64 + O 128 + S 64 = 256 registers
+// and spill; 16 rows need Q 32 + O 64 + S 32 (ptxas: about 232 registers; capping at 128 for two
+// blocks per SM spills ~450 bytes). One block of 8 warps per SM, so shared memory is free to
+// spend on a third K/V stage: Q 32 KiB + 3 x (K 16 + V 16) KiB = 128 KiB.
+template <>
+struct FwdTraits<128> {
+  static constexpr int Br = 128, Bc = 64, kWarps = 8, kStages = 3, kMinBlocks = 1;
+};
+
+template <int D>
+constexpr int fwd_smem_bytes() {
+  using Tr = FwdTraits<D>;
+  return (Tr::Br + 2 * Tr::kStages * Tr::Bc) * D * 2;
+}
+
+// Rows [row0, row0 + kRows) of a [n_rows x D] tensor -> a swizzled kRows x D shared tile. Rows past
+// the end are zero-filled by cp.async and never read from global memory.
+template <int kRows, int D, int kThreads, class T>
+__device__ __forceinline__ void load_tile(T* smem, const T* gmem, int row0, int n_rows) {
+  constexpr int kChunksPerRow = D / 8;
+  constexpr int kChunks = kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "every thread copies the same number of chunks");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+    const int r = c / kChunksPerRow;
+    const int col = (c % kChunksPerRow) * 8;
+    const bool valid = row0 + r < n_rows;
+    const T* src = valid ? gmem + static_cast<int64_t>(row0 + r) * D + col : gmem;
+    cp_async_16(smem_addr(smem + swizzled_offset<D>(r, col)), src, valid);
+  }
+}
+
+template <class T, int D, bool kCausal>
+__global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinBlocks)
+    fwd_kernel(const FwdParams p) {
+  using Tr = FwdTraits<D>;
+  using E = ElemTraits<T>;
+  constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
+  constexpr int kThreads = Tr::kWarps * 32;
+  constexpr int kRowsPerWarp = Br / Tr::kWarps;
+  constexpr int MT = kRowsPerWarp / 16;  // m16 tiles per warp
+  constexpr int KD = D / 16;             // k16 steps of Q.K^T
+  constexpr int NS = Bc / 8;             // n8 tiles of S
+  constexpr int KS = Bc / 16;            // k16 steps of P.V
+  constexpr int NO = D / 8;              // n8 tiles of O
+  static_assert(kRowsPerWarp % 16 == 0 && Bc % 16 == 0 && D % 64 == 0, "tile shape");
+  static_assert(kStages >= 2, "at least double buffering");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + Br * D;            // kStages tiles of Bc x D
+  T* sV = sK + kStages * Bc * D;  // kStages tiles of Bc x D
+
+  // Causal blocks near the bottom of the matrix have the most keys: launch them first.
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * Br;
+  const int64_t head = blockIdx.y;
+  const T* Q = static_cast<const T*>(p.q) + head * p.Nq * D;
+  const T* K = static_cast<const T*>(p.k) + head * p.Nk * D;
+  const T* V = static_cast<const T*>(p.v) + head * p.Nk * D;
+  T* O = static_cast<T*>(p.o) + head * p.Nq * D;
+  float* LSE = p.lse + head * p.Nq;
+
+  const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, qd = lane % 4;
+  const int warp_row0 = (tid / 32) * kRowsPerWarp;
+
+  // How many K/V tiles this block visits: under the causal mask, none past the last key its last
+  // row may see (tiles above the diagonal are skipped whole).
+  int n_kv = (p.Nk + Bc - 1) / Bc;
+  if (kCausal) {
+    const int last_key = min(q0 + Br, p.Nq) - 1 + p.causal_offset;
+    n_kv = last_key < 0 ? 0 : min(n_kv, last_key / Bc + 1);
+  }
+  if (n_kv == 0) {  // no row of this block sees a key: O = 0, LSE = -inf
+    for (int i = tid; i < Br * D / 2; i += kThreads) {
+      const int r = q0 + i / (D / 2);
+      if (r < p.Nq) reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(r) * D)[i % (D / 2)] = 0;
+    }
+    for (int r = tid; r < Br; r += kThreads)
+      if (q0 + r < p.Nq) LSE[q0 + r] = -INFINITY;
+    return;
+  }
+
+  // Pipeline: group t holds K/V tile t (group 0 also holds Q); kStages - 1 groups in flight.
+  auto load_kv = [&](int tile) {
+    const int stage = tile % kStages;
+    load_tile<Bc, D, kThreads>(sK + stage * Bc * D, K, tile * Bc, p.Nk);
+    load_tile<Bc, D, kThreads>(sV + stage * Bc * D, V, tile * Bc, p.Nk);
+  };
+  load_tile<Br, D, kThreads>(sQ, Q, q0, p.Nq);
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) {
+    if (t < n_kv) load_kv(t);
+    cp_async_commit();
+  }
+
+  // Q fragments stay in registers for the whole loop.
+  cp_async_wait<kStages - 2>();
+  __syncthreads();
+  uint32_t qf[MT][KD][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk)
+      ldmatrix_x4(qf[mt][kk], smem_addr(sQ + swizzled_offset<D>(warp_row0 + mt * 16 + (lane & 15),
+                                                                kk * 16 + (lane >> 4) * 8)));
+
+  float o[MT][NO][4];
+  float m[MT][2], l[MT][2];  // running max (log2 units, scale folded in) and partial row sums
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < NO; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.f;
+  }
+
+  for (int j = 0; j < n_kv; ++j) {
+    cp_async_wait<kStages - 2>();  // tile j has landed (for this thread's copies) ...
+    __syncthreads();               // ... for everyone's, and tile j-1's stage is free again
+    if (j + kStages - 1 < n_kv) load_kv(j + kStages - 1);
+    cp_async_commit();
+
+    const T* sKj = sK + (j % kStages) * Bc * D;
+    const T* sVj = sV + (j % kStages) * Bc * D;
+
+    // S = Q K^T for this warp's rows: K read as B fragments (rows of K are columns of K^T).
+    float s[MT][NS][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < NS; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+#pragma unroll
+      for (int np = 0; np < NS / 2; ++np) {
+        uint32_t kf[4];
+        ldmatrix_x4(kf,
+                    smem_addr(sKj + swizzled_offset<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                       kk * 16 + ((lane >> 3) & 1) * 8)));
+        const uint32_t b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_16816<T>(s[mt][2 * np], qf[mt][kk], b0);
+          mma_16816<T>(s[mt][2 * np + 1], qf[mt][kk], b1);
+        }
+      }
+    }
+
+    // Masks only where they can bite: the ragged last tile, and tiles crossing the diagonal.
+    const int k0 = j * Bc;
+    const bool ragged = k0 + Bc > p.Nk;
+    const bool diagonal = kCausal && k0 + Bc - 1 > q0 + warp_row0 + p.causal_offset;
+    if (ragged || diagonal) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < NS; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = q0 + warp_row0 + mt * 16 + g + (e >> 1) * 8;
+            const int col = k0 + n * 8 + 2 * qd + (e & 1);
+            if (col >= p.Nk || (kCausal && col > row + p.causal_offset)) s[mt][n][e] = -INFINITY;
+          }
+    }
+
+    // Online softmax in base 2: p = 2^(s*scale*log2e - m). A row with nothing visible yet keeps
+    // m = -inf and uses 0 in its place so that every p is exp2(-inf) = 0, never NaN.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+        mx = quad_max(mx);
+        const float m_new = fmaxf(m[mt][h], mx * p.scale_log2);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = fast_exp2(m[mt][h] - m_use);
+        m[mt][h] = m_new;
+        float rowsum = 0.f;
+#pragma unroll
+        for (int n = 0; n < NS; ++n)
+#pragma unroll
+          for (int e = 2 * h; e < 2 * h + 2; ++e) {
+            const float pe = fast_exp2(fmaf(s[mt][n][e], p.scale_log2, -m_use));
+            s[mt][n][e] = pe;
+            rowsum += pe;
+          }
+        l[mt][h] = l[mt][h] * alpha + rowsum;
+#pragma unroll
+        for (int n = 0; n < NO; ++n) {
+          o[mt][n][2 * h] *= alpha;
+          o[mt][n][2 * h + 1] *= alpha;
+        }
+      }
+
+      // O += P V: the S accumulators, packed to 16 bits, are already P's A fragments.
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = E::pack(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+        pa[mt][1] = E::pack(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+        pa[mt][2] = E::pack(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+        pa[mt][3] = E::pack(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < NO / 2; ++dp) {
+        uint32_t vf[4];
+        ldmatrix_x4_trans(
+            vf, smem_addr(sVj + swizzled_offset<D>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                                   dp * 16 + (lane >> 4) * 8)));
+        const uint32_t b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_16816<T>(o[mt][2 * dp], pa[mt], b0);
+          mma_16816<T>(o[mt][2 * dp + 1], pa[mt], b1);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // O = acc / l and LSE = m ln2 + ln l (natural log), for the rows that exist.
+  constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float lt = quad_sum(l[mt][h]);
+      const float inv = lt > 0.f ? 1.f / lt : 0.f;
+      const int row = q0 + warp_row0 + mt * 16 + g + 8 * h;
+      if (row < p.Nq) {
+        T* orow = O + static_cast<int64_t>(row) * D + 2 * qd;
+#pragma unroll
+        for (int n = 0; n < NO; ++n)
+          *reinterpret_cast<uint32_t*>(orow + n * 8) =
+              E::pack(o[mt][n][2 * h] * inv, o[mt][n][2 * h + 1] * inv);
+        if (qd == 0) LSE[row] = lt > 0.f ? m[mt][h] * kLn2 + logf(lt) : -INFINITY;
+      }
+    }
+}
+
+template <class T, int D, bool kCausal>
+void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream) {
+  using Tr = FwdTraits<D>;
+  constexpr int kSmem = fwd_smem_bytes<D>();
+  auto* kernel = &fwd_kernel<T, D, kCausal>;
+  // More than 48 KiB of dynamic shared memory must be asked for, once per kernel.
+  static const bool smem_raised = [kernel] {
+    FLASHLAB_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)smem_raised;
+  const dim3 grid((p.Nq + Tr::Br - 1) / Tr::Br, heads);
+  kernel<<<grid, Tr::kWarps * 32, kSmem, stream>>>(p);
+  FLASHLAB_CHECK_LAUNCH();
+}
+
+}  // namespace flashlab::cuda::tiled_fwd

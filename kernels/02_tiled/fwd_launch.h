@@ -1,0 +1,25 @@
+// What cuda.cu needs to launch the tiled forward: its parameters, and one launcher per
+// (dtype, head dim, causal), each compiled in its own fwd_<dtype>_d<D>.cu so the build
+// parallelises.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace flashlab::cuda::tiled_fwd {
+
+// One [B, H, N, d] problem; blockIdx.y walks the B*H heads, each head contiguous.
+struct FwdParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  int Nq, Nk;
+  int causal_offset;  // Nk - Nq: query i sees keys j <= i + causal_offset
+  float scale_log2;   // softmax scale * log2(e): scores go straight into exp2
+};
+
+template <class T, int D, bool kCausal>
+void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream);
+
+}  // namespace flashlab::cuda::tiled_fwd

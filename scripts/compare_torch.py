@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""flashlab beside PyTorch's SDPA on the same GPU, in the same call.
+
+Runs `flashlab bench --backend cuda --json ...` over a sweep, then times PyTorch's
+scaled_dot_product_attention with the FlashAttention-2 backend (SDPBackend.FLASH_ATTENTION) and the
+cuDNN backend (SDPBackend.CUDNN_ATTENTION) on the same shapes (B*N = tokens, H = hidden/d, as the
+bench does), prints the ratio table (flashlab / PyTorch throughput, > 1 means flashlab is faster)
+and writes one JSON document with the flashlab commit, torch version, GPU name and date.
+
+How PyTorch is timed (the same method as flashlab's runner):
+  - inputs drawn from a seeded normal distribution (never zeros), [B, H, N, d], contiguous;
+  - warm-up runs first, then `repeats` timed runs, median reported (min and max kept);
+  - before every timed run the L2 cache is flushed by writing a buffer of 4x the L2 size;
+  - CUDA events around the pass only.
+  - forward: sdpa(q, k, v, is_causal) under torch.no_grad();
+  - backward: the forward is run once with requires_grad, and each timed run is
+    torch.autograd.grad(out, (q, k, v), dO, retain_graph=True) on that saved graph, so the time is
+    the backward alone (PyTorch's own preprocessing, such as its rowsum(O*dO), included).
+FLOPs by the FA2 convention: forward 4*B*H*N*N*d (halved when causal), backward 2.5x forward.
+Causal masks agree because Nq = Nk in the sweep (PyTorch aligns top-left, flashlab bottom-right).
+
+Usage (on the device, from the repository root):
+  python3 scripts/compare_torch.py --flashlab build/cuda/flashlab --out docs/results/compare.json
+  python3 scripts/compare_torch.py --N 1024,4096 --d 128 --dtype bf16   # a smaller sweep
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+def csv_ints(s):
+    return [int(x) for x in s.split(",") if x]
+
+
+def csv_strs(s):
+    return [x for x in s.split(",") if x]
+
+
+def fa2_flops(B, H, N, d, causal, pass_):
+    f = 4.0 * B * H * N * N * d
+    if causal:
+        f /= 2
+    return f * (2.5 if pass_ == "bwd" else 1.0)
+
+
+def run_flashlab_bench(args, json_path):
+    cmd = [args.flashlab, "bench", "--backend", "cuda", "--N", ",".join(map(str, args.N)),
+           "-d", ",".join(map(str, args.d)), "--dtype", ",".join(args.dtype),
+           "--causal", args.causal, "--versions", ",".join(args.versions),
+           "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--json", json_path]
+    print("+", " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd)  # its table and messages go straight to our output
+    if not os.path.exists(json_path):
+        sys.exit(f"flashlab bench wrote no JSON (exit {proc.returncode})")
+    with open(json_path) as f:
+        doc = json.load(f)
+    rows = []
+    for t in doc.get("tables", []):
+        if t.get("id") == "bench":
+            rows.extend(t.get("rows", []))
+    return doc, rows, proc.returncode
+
+
+class TorchTimer:
+    def __init__(self, torch, repeats, warmup):
+        self.torch = torch
+        self.repeats = repeats
+        self.warmup = warmup
+        props = torch.cuda.get_device_properties(0)
+        l2 = getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20
+        self.flush_buf = torch.empty(4 * l2, dtype=torch.uint8, device="cuda")
+
+    def time(self, fn):
+        torch = self.torch
+        for _ in range(self.warmup):
+            fn()
+        torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
+        for i in range(self.repeats):
+            self.flush_buf.zero_()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        return statistics.median(ms), min(ms), max(ms)
+
+
+def time_torch(torch, timer, backend_name, dtype, B, H, N, d, causal):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend_name]
+    tdtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    shape = (B, H, N, d)
+    q, k, v, do = (torch.randn(shape, device="cuda", dtype=tdtype, generator=gen) for _ in range(4))
+    out = {}
+    with sdpa_kernel([backend]):
+        with torch.no_grad():
+            out["fwd"] = timer.time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
+        o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+        out["bwd"] = timer.time(
+            lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
+    del q, k, v, do, qg, kg, vg, o
+    torch.cuda.empty_cache()
+    return out
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flashlab", default="build/cuda/flashlab", help="the flashlab binary")
+    ap.add_argument("--N", type=csv_ints, default=[512, 1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--d", type=csv_ints, default=[64, 128])
+    ap.add_argument("--dtype", type=csv_strs, default=["fp16", "bf16"])
+    ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
+    ap.add_argument("--versions", type=csv_strs,
+                    default=["tiled", "recompute", "atomic-dq", "deterministic-dq"])
+    ap.add_argument("--tokens", type=int, default=16384, help="B*N (as flashlab bench)")
+    ap.add_argument("--hidden", type=int, default=2048, help="H*d (as flashlab bench)")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--out", default=None, help="JSON to write (default docs/results/compare_torch_<date>.json)")
+    ap.add_argument("--skip-torch", action="store_true", help="flashlab only (no PyTorch timing)")
+    args = ap.parse_args()
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    out_path = args.out or os.path.join("docs", "results", f"compare_torch_{now:%Y%m%d}.json")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bench_doc, bench_rows, bench_rc = run_flashlab_bench(args, os.path.join(tmp, "bench.json"))
+
+    torch_rows = []
+    torch_version = None
+    gpu_name = (bench_doc.get("machine", {}).get("gpu") or {}).get("name")
+    if not args.skip_torch:
+        import torch
+
+        torch_version = torch.__version__
+        gpu_name = torch.cuda.get_device_name(0)
+        timer = TorchTimer(torch, args.repeats, args.warmup)
+        causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+        for dtype in args.dtype:
+            for d in args.d:
+                for causal in causals:
+                    for N in args.N:
+                        B, H = max(1, args.tokens // N), max(1, args.hidden // d)
+                        for backend in ("flash", "cudnn"):
+                            try:
+                                res = time_torch(torch, timer, backend, dtype, B, H, N, d, causal)
+                            except Exception as e:  # a backend may not support a shape
+                                print(f"torch {backend} {dtype} d={d} causal={causal} N={N}: {e}",
+                                      file=sys.stderr)
+                                continue
+                            for pass_, (med, lo, hi) in res.items():
+                                torch_rows.append({
+                                    "impl": "torch-" + backend, "pass": pass_, "dtype": dtype,
+                                    "d": d, "causal": causal, "B": B, "H": H, "N": N,
+                                    "median_ms": med, "min_ms": lo, "max_ms": hi,
+                                    "tflops": fa2_flops(B, H, N, d, causal, pass_) / (med * 1e-3) / 1e12})
+
+    # Ratio table: each flashlab row against PyTorch's same pass and shape.
+    key = lambda r: (r["pass"], r["dtype"], int(r["d"]), bool(r["causal"]), int(r["N"]))
+    torch_by = {}
+    for r in torch_rows:
+        torch_by[(r["impl"],) + key(r)] = r
+    ratios = []
+    for r in bench_rows:
+        if r.get("median_ms") in (None, "") or not isinstance(r.get("median_ms"), (int, float)):
+            continue
+        row = {"version": r["version"], "pass": r["pass"], "dtype": r["dtype"], "d": int(r["d"]),
+               "causal": bool(r["causal"]), "N": int(r["N"]), "B": int(r["B"]), "H": int(r["H"]),
+               "flashlab_ms": r["median_ms"], "flashlab_tflops": r["tflops"], "ok": r.get("ok")}
+        for impl in ("torch-flash", "torch-cudnn"):
+            t = torch_by.get((impl,) + key(r))
+            short = impl.split("-")[1]
+            row[f"{short}_ms"] = t["median_ms"] if t else None
+            row[f"{short}_tflops"] = t["tflops"] if t else None
+            row[f"vs_{short}"] = t["median_ms"] / r["median_ms"] if t and r["median_ms"] > 0 else None
+        ratios.append(row)
+
+    summary = {}
+    for (ver, pass_) in sorted({(r["version"], r["pass"]) for r in ratios}):
+        sel = [r for r in ratios if r["version"] == ver and r["pass"] == pass_]
+        s = {}
+        for short in ("flash", "cudnn"):
+            vals = [r[f"vs_{short}"] for r in sel if r[f"vs_{short}"]]
+            if vals:
+                s[f"geomean_vs_{short}"] = geomean(vals)
+                s[f"min_vs_{short}"] = min(vals)
+        s["points"] = len(sel)
+        summary[f"{ver} {pass_}"] = s
+
+    commit = (bench_doc.get("tool") or {}).get("git_commit")
+    doc = {
+        "schema": "flashlab.compare_torch/v1",
+        "created_utc": now.isoformat(timespec="seconds"),
+        "flashlab_commit": commit,
+        "torch_version": torch_version,
+        "gpu": gpu_name,
+        "method": {
+            "timing": "CUDA events around the pass, median of repeats after warm-up, L2 flushed "
+                      "before every repeat",
+            "torch_backward": "torch.autograd.grad on a saved graph (retain_graph=True): the "
+                              "backward alone",
+            "flops": "FA2 convention: fwd 4*B*H*N*N*d (halved when causal), bwd 2.5x fwd",
+            "ratio": "PyTorch time / flashlab time (> 1: flashlab faster)",
+        },
+        "config": {"N": args.N, "d": args.d, "dtype": args.dtype, "causal": args.causal,
+                   "versions": args.versions, "tokens": args.tokens, "hidden": args.hidden,
+                   "repeats": args.repeats, "warmup": args.warmup},
+        "flashlab_bench_exit": bench_rc,
+        "torch": torch_rows,
+        "comparison": ratios,
+        "summary": summary,
+        "flashlab_report": bench_doc,
+    }
+    os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
+    with open(out_path, "w") as f:
+        json.dump(doc, f, indent=1)
+
+    print(f"\nflashlab {commit} vs torch {torch_version} on {gpu_name}")
+    hdr = f"{'version':17} {'pass':4} {'dtype':5} {'d':>4} {'causal':6} {'N':>6} {'ms':>8} {'TFLOP/s':>8} {'flash':>8} {'x flash':>8} {'cudnn':>8} {'x cudnn':>8}"
+    print(hdr)
+    fmt = lambda x, p=2: "-" if x is None else f"{x:.{p}f}"
+    for r in ratios:
+        print(f"{r['version']:17} {r['pass']:4} {r['dtype']:5} {r['d']:>4} {str(r['causal']):6} {r['N']:>6} "
+              f"{fmt(r['flashlab_ms'], 3):>8} {fmt(r['flashlab_tflops'], 1):>8} {fmt(r['flash_tflops'], 1):>8} "
+              f"{fmt(r['vs_flash']):>8} {fmt(r['cudnn_tflops'], 1):>8} {fmt(r['vs_cudnn']):>8}")
+    print("\ngeometric mean of flashlab/PyTorch throughput (min over points):")
+    for k, s in summary.items():
+        print(f"  {k:22} vs flash {fmt(s.get('geomean_vs_flash'))} (min {fmt(s.get('min_vs_flash'))})"
+              f"   vs cuDNN {fmt(s.get('geomean_vs_cudnn'))} (min {fmt(s.get('min_vs_cudnn'))})")
+    print(f"\nwrote {out_path}")
+    return 0 if bench_rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

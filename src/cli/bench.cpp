@@ -1,0 +1,100 @@
+// flashlab bench: the FA2 paper's throughput sweep (see src/run/bench.h).
+#include "run/bench.h"
+
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "run/validate.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace flashlab::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string backend = "auto";
+  std::vector<int64_t> Ns, ds;
+  std::vector<std::string> dtypes;
+  std::string causal = "both";
+  std::string versions = "all";
+  int repeats = -1, warmup = -1;
+  int threads = 0;
+  uint64_t seed = 0;
+  OutputOptions out;
+};
+
+BenchConfig make_config(const BenchArgs& a) {
+  BenchConfig b;
+  b.backend = resolve_backend(a.backend);
+  b.versions = parse_versions(a.versions);
+  b.Ns = a.Ns;
+  b.ds = a.ds;
+  for (const std::string& s : a.dtypes) {
+    DType t;
+    if (!parse_dtype(s, t))
+      throw UsageError("unknown --dtype '" + s + "' (known: fp64, fp32, fp16, bf16)");
+    b.dtypes.push_back(t);
+  }
+  if (a.causal == "both")
+    b.causal = {false, true};
+  else if (a.causal == "yes")
+    b.causal = {true};
+  else if (a.causal == "no")
+    b.causal = {false};
+  else
+    throw UsageError("unknown --causal '" + a.causal + "' (known: both, yes, no)");
+  const bool cpu = b.backend == Backend::cpu;
+  b.repeats = a.repeats >= 0 ? a.repeats : cpu ? 3 : 10;
+  b.warmup = a.warmup >= 0 ? a.warmup : cpu ? 1 : 3;
+  b.seed = a.seed;
+  b.cpu.threads = a.threads;
+  if (a.threads < 0 || a.threads > kMaxThreads)
+    throw UsageError(fmt::format("--threads must be in 0..{} (got {})", kMaxThreads, a.threads));
+  fill_bench_defaults(b);
+  validate_bench(b);
+  check_output_options(a.out);
+  return b;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, Action& action) {
+  static BenchArgs a;
+  auto* sub = app.add_subcommand(
+      "bench",
+      "the FA2 paper's sweep: B*N = 16k tokens, hidden 2048, N = 512 ... 16k, d = 64 "
+      "and 128, causal and not, fp16 and bf16");
+  sub->add_option("--backend", a.backend,
+                  "cuda, cpu (a small stand-in sweep), or auto (cuda when a device is present)")
+      ->capture_default_str();
+  sub->add_option("--N", a.Ns, "sequence lengths (default 512,1024,...,16384; cpu: 128,256)")
+      ->delimiter(',');
+  sub->add_option("-d", a.ds, "head dimensions (default 64,128; cpu: 64)")->delimiter(',');
+  sub->add_option("--dtype", a.dtypes, "dtypes (default fp16,bf16; cpu: fp32)")->delimiter(',');
+  sub->add_option("--causal", a.causal, "both, yes or no")->capture_default_str();
+  sub->add_option("--versions", a.versions, version_ids_help())->capture_default_str();
+  sub->add_option("--repeats", a.repeats, "timed runs per point (default 10; cpu: 3)");
+  sub->add_option("--warmup", a.warmup, "untimed runs first (default 3; cpu: 1)");
+  sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
+  sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
+  add_output_options(sub, a.out);
+  sub->footer(R"(Examples:
+  flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg
+  flashlab bench --backend cuda -d 128 --dtype bf16 --causal no --versions tiled,deterministic-dq
+  flashlab bench --backend cpu           # a small CPU sweep, runs without a GPU
+
+Each (dtype, d, causal) is checked once against the fp64 reference at B=1, H=2 and the
+smallest N (at most 1024); a version that fails there has ok = no on all its rows.)");
+  sub->callback([&action] {
+    action = [] {
+      const BenchConfig b = make_config(a);
+      Progress progress;
+      const Report r = run_bench(b, progress);
+      progress.clear();
+      return emit(r, a.out);
+    };
+  });
+}
+
+}  // namespace flashlab::cli

@@ -1,0 +1,38 @@
+// flashlab gradcheck: the lecture's demo 1, as the gradcheck lab computes it.
+#include "cli/common.h"
+#include "labs/lab.h"
+#include "util/error.h"
+
+namespace flashlab::cli {
+
+void register_gradcheck(CLI::App& app, Action& action) {
+  static LabOptions opt;
+  static OutputOptions out;
+  auto* sub = app.add_subcommand(
+      "gradcheck",
+      "gradient check: tiled forward and every backward version vs the standard backward vs "
+      "finite differences (N = 48, d = 16, blocks 16x12, fp64, causal and not)");
+  sub->add_option("--lang", opt.lang, "language of headings and observations: en or zh")
+      ->capture_default_str();
+  sub->add_option("--seed", opt.seed, "seed of the inputs")->capture_default_str();
+  add_output_options(sub, out);
+  sub->footer(R"(Examples:
+  flashlab gradcheck
+  flashlab gradcheck --lang zh
+  flashlab gradcheck --json gradcheck.json)");
+  sub->callback([&action] {
+    action = [] {
+      if (opt.lang != "en" && opt.lang != "zh")
+        throw UsageError("unknown --lang '" + opt.lang + "' (known: en, zh)");
+      check_output_options(out);
+      const LabInfo* lab = find_lab("gradcheck");
+      if (!lab) throw std::runtime_error("the gradcheck lab is not part of this build");
+      opt.backend = "cpu";
+      Report r = lab->run(opt);
+      r.command = "gradcheck";
+      return emit(r, out);
+    };
+  });
+}
+
+}  // namespace flashlab::cli

@@ -1,0 +1,112 @@
+// flashlab lab list | NAME | all: the chapter labs (labs/*.cpp), printed or saved as JSON.
+#include "labs/lab.h"
+
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "run/config.h"
+#include "run/validate.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace flashlab::cli {
+
+namespace {
+
+struct LabArgs {
+  std::string name = "list";
+  std::string lang = "en";
+  std::string backend = "auto";
+  uint64_t seed = 0;
+  OutputOptions out;
+};
+
+std::string known_labs() {
+  std::string s;
+  for (const LabInfo& l : labs()) s += (s.empty() ? "" : ", ") + std::string(l.name);
+  return s;
+}
+
+Report list_labs(const std::string& lang) {
+  Report r;
+  r.command = "lab list";
+  r.config = {{"lang", lang}};
+  Table t{"labs", "Labs", {{"name", "name", "", ""}, {"title", "title", "", ""}}, {}};
+  for (const LabInfo& l : labs())
+    t.rows.push_back({l.name, lang == "zh" ? l.title_zh : l.title_en});
+  r.tables.push_back(t);
+  r.observations.push_back(
+      "Run one with `flashlab lab NAME`, or all of them with `flashlab lab all`.");
+  return r;
+}
+
+// Prefix a lab's table ids and figure names with its name, so `lab all` is one document.
+void merge_into(Report& all, const std::string& name, const Report& r) {
+  for (Table t : r.tables) {
+    t.id = name + "." + t.id;
+    all.tables.push_back(std::move(t));
+  }
+  for (const std::string& o : r.observations) all.observations.push_back("[" + name + "] " + o);
+  if (r.figures.is_object())
+    for (auto it = r.figures.begin(); it != r.figures.end(); ++it)
+      all.figures[name + "." + it.key()] = it.value();
+  all.config["labs"][name] = r.config;
+  all.ok = all.ok && r.ok;
+}
+
+}  // namespace
+
+void register_lab(CLI::App& app, Action& action) {
+  static LabArgs a;
+  auto* sub = app.add_subcommand("lab", "the chapter labs: list, one by NAME, or all");
+  sub->add_option("name", a.name, "list, all, or a lab's name")->capture_default_str();
+  sub->add_option("--lang", a.lang, "language of headings and observations: en or zh")
+      ->capture_default_str();
+  sub->add_option("--backend", a.backend, "cpu, cuda, or auto (cuda when a device is present)")
+      ->capture_default_str();
+  sub->add_option("--seed", a.seed, "seed of random inputs")->capture_default_str();
+  add_output_options(sub, a.out);
+  sub->footer(R"(Examples:
+  flashlab lab list
+  flashlab lab memory
+  flashlab lab cost --format markdown
+  flashlab lab all --lang zh --json labs.json)");
+  sub->callback([&action] {
+    action = [] {
+      if (a.lang != "en" && a.lang != "zh")
+        throw UsageError("unknown --lang '" + a.lang + "' (known: en, zh)");
+      const Backend backend = resolve_backend(a.backend);
+      check_output_options(a.out);
+      if (a.name == "list") return emit(list_labs(a.lang), a.out);
+      LabOptions opt;
+      opt.lang = a.lang;
+      opt.backend = to_string(backend);
+      opt.seed = a.seed;
+      if (a.name != "all") {
+        const LabInfo* lab = find_lab(a.name);
+        if (!lab)
+          throw UsageError("unknown lab '" + a.name + "' (known: " + known_labs() + ", all, list)");
+        Report r = lab->run(opt);
+        r.command = "lab " + a.name;
+        return emit(r, a.out);
+      }
+      Report all;
+      all.command = "lab all";
+      all.config = {
+          {"lang", a.lang}, {"backend", opt.backend}, {"seed", a.seed}, {"labs", json::object()}};
+      std::vector<std::pair<std::string, Report>> sections;
+      Progress progress;
+      for (const LabInfo& l : labs()) {
+        progress.step(fmt::format("lab {}", l.name));
+        Report r = l.run(opt);
+        merge_into(all, l.name, r);
+        sections.emplace_back(
+            fmt::format("{}: {}", l.name, a.lang == "zh" ? l.title_zh : l.title_en), std::move(r));
+      }
+      progress.clear();
+      return emit_sections(sections, all, a.out);
+    };
+  });
+}
+
+}  // namespace flashlab::cli

@@ -1,0 +1,68 @@
+// flashlab list: the version ladder from the registry, and which backends this build can use.
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "cuda/runner.h"
+#include "registry.h"
+#include "util/sysinfo.h"
+
+namespace flashlab::cli {
+
+namespace {
+
+Report list_report() {
+  Report r;
+  r.command = "list";
+  r.config = json::object();
+  Table v{"versions",
+          "Versions (each rung adds one idea to the one before)",
+          {{"id", "id", "", ""},
+           {"pass", "pass", "", ""},
+           {"deterministic", "deterministic", "", ""},
+           {"workspace", "workspace (bytes)", "", ""},
+           {"code", "code", "", ""},
+           {"idea", "the one idea it adds", "", ""}},
+          {}};
+  for (const VersionInfo& x : versions())
+    v.rows.push_back({x.id, to_string(x.pass), x.deterministic, x.workspace,
+                      std::string("kernels/") + x.folder, x.idea});
+  const cuda::DeviceInfo& d = cuda::device_info();
+  Table b{
+      "backends",
+      "Backends of this build",
+      {{"backend", "backend", "", ""}, {"built", "built", "", ""}, {"device", "device", "", ""}},
+      {}};
+  b.rows.push_back({"cpu", true, fmt::format("{} ({} threads)", cpu_model(), cpu_cores())});
+  std::string dev = d.present
+                        ? fmt::format("{} (sm_{}{}, {} SMs)", d.name, d.cc_major, d.cc_minor, d.sms)
+                        : "none: " + d.why_absent;
+  b.rows.push_back({"cuda", cuda_built(), dev});
+  r.tables = {v, b};
+  r.observations.push_back(
+      "Every version has a CPU twin (same block schedule, plain loops over tiles); "
+      "`flashlab run --versions all` puts them side by side against the fp64 reference.");
+  r.observations.push_back(d.present
+                               ? fmt::format("--backend auto runs on the GPU ({}).", d.name)
+                               : "--backend auto runs on the CPU: no CUDA device is usable here.");
+  return r;
+}
+
+}  // namespace
+
+void register_list(CLI::App& app, Action& action) {
+  auto* sub = app.add_subcommand("list", "the versions of the ladder and the backends built");
+  static OutputOptions out;
+  add_output_options(sub, out);
+  sub->footer(R"(Examples:
+  flashlab list
+  flashlab list --format markdown --table versions
+  flashlab list --json -)");
+  sub->callback([&action] {
+    action = [] {
+      check_output_options(out);
+      return emit(list_report(), out);
+    };
+  });
+}
+
+}  // namespace flashlab::cli

@@ -1,0 +1,73 @@
+// flashlab plot REPORT.json -o FILE.svg: figures drawn from a saved report (src/plot/plot.h).
+#include "plot/plot.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "cli/common.h"
+#include "report/json_doc.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace flashlab::cli {
+
+namespace {
+
+struct PlotArgs {
+  std::string input;
+  std::string output;
+  OutputOptions out;
+};
+
+json read_report(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json doc = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) throw UsageError("'" + path + "' is not valid JSON");
+  if (!doc.is_object() || doc.value("schema", "") != kReportSchema)
+    throw UsageError("'" + path + "' is not a " + std::string(kReportSchema) + " report");
+  return doc;
+}
+
+}  // namespace
+
+void register_plot(CLI::App& app, Action& action) {
+  static PlotArgs a;
+  auto* sub = app.add_subcommand("plot", "draw a saved report (cost lab, bench) as an SVG");
+  sub->add_option("report", a.input, "a report written with --json")->required();
+  sub->add_option("-o,--output", a.output, "the SVG file to write")->required()->type_name("FILE");
+  add_output_options(sub, a.out);
+  sub->footer(R"(Examples:
+  flashlab lab cost --json cost.json && flashlab plot cost.json -o cost.svg
+  flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg)");
+  sub->callback([&action] {
+    action = [] {
+      check_output_file(a.output);
+      check_output_options(a.out);
+      const json doc = read_report(a.input);
+      std::string svg;
+      try {
+        svg = plot_svg(doc);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("cannot plot '") + a.input + "': " + e.what());
+      }
+      write_file_atomic(a.output, svg);
+      Report r;
+      r.command = "plot";
+      r.config = {{"report", a.input}, {"output", a.output}};
+      r.tables.push_back(
+          {"plot",
+           "Plot written",
+           {{"report", "report", "", ""},
+            {"command", "of command", "", ""},
+            {"output", "svg", "", ""},
+            {"bytes", "size", "B", "bytes"}},
+           {{a.input, doc.value("command", ""), a.output, static_cast<int64_t>(svg.size())}}});
+      return emit(r, a.out);
+    };
+  });
+}
+
+}  // namespace flashlab::cli

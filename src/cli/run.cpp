@@ -1,0 +1,121 @@
+// flashlab run: versions side by side against the fp64 reference (see src/run/runner.h).
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "cli/common.h"
+#include "run/dump.h"
+#include "run/runner.h"
+#include "run/validate.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace flashlab::cli {
+
+namespace {
+
+constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
+
+struct RunArgs {
+  std::string versions = "all";
+  std::string backend = "auto";
+  std::string dtype = "auto";
+  int64_t B = 1, H = 2, N = kUnset, Nq = kUnset, Nk = kUnset, d = 64;
+  bool causal = false;
+  double scale = 0;
+  uint64_t seed = 0;
+  int br = 64, bc = 64, threads = 0;
+  int repeats = 3, warmup = 1;
+  std::string dump;
+  OutputOptions out;
+};
+
+// Turns the arguments into a validated RunConfig: everything is checked before anything big is
+// allocated or computed.
+RunConfig make_config(const RunArgs& a) {
+  RunConfig c;
+  c.backend = resolve_backend(a.backend);
+  c.versions = parse_versions(a.versions);
+  Problem& p = c.problem;
+  if (a.dtype == "auto")
+    p.dtype = c.backend == Backend::cuda ? DType::f16 : DType::f32;
+  else if (!parse_dtype(a.dtype, p.dtype))
+    throw UsageError("unknown --dtype '" + a.dtype + "' (known: fp64, fp32, fp16, bf16)");
+  p.shape.B = a.B;
+  p.shape.H = a.H;
+  const int64_t n = a.N != kUnset ? a.N : 1024;
+  p.shape.Nq = a.Nq != kUnset ? a.Nq : n;
+  p.shape.Nk = a.Nk != kUnset ? a.Nk : n;
+  if (a.N != kUnset && (a.N < 1 || a.N > kMaxN))  // -N itself is wrong, whatever --Nq/--Nk say
+    throw UsageError(fmt::format("N must be in 1..{} (got {})", kMaxN, a.N));
+  p.shape.d = a.d;
+  p.causal = a.causal;
+  p.scale = a.scale;
+  c.seed = a.seed;
+  c.cpu.Br = a.br;
+  c.cpu.Bc = a.bc;
+  c.cpu.threads = a.threads;
+  c.repeats = a.repeats;
+  c.warmup = a.warmup;
+  c.dump_dir = a.dump;
+  validate_run(c);
+  check_output_options(a.out);
+  if (!c.dump_dir.empty()) check_dump_target(c);
+  check_memory(c);
+  return c;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, Action& action) {
+  static RunArgs a;
+  auto* sub = app.add_subcommand(
+      "run", "run versions on one problem and compare them with the fp64 reference");
+  sub->add_option("--versions", a.versions, version_ids_help())->capture_default_str();
+  sub->add_option("--backend", a.backend, "cpu, cuda, or auto (cuda when a device is present)")
+      ->capture_default_str();
+  sub->add_option("--dtype", a.dtype, "fp64, fp32, fp16 or bf16 (auto: fp32 on cpu, fp16 on cuda)")
+      ->capture_default_str();
+  sub->add_option("-B", a.B, "batch size")->capture_default_str();
+  sub->add_option("-H", a.H, "heads")->capture_default_str();
+  sub->add_option("-N", a.N, "sequence length: sets Nq = Nk (default 1024)");
+  sub->add_option("--Nq", a.Nq, "query rows (overrides -N)");
+  sub->add_option("--Nk", a.Nk, "key/value rows (overrides -N)");
+  sub->add_option("-d", a.d, "head dimension")->capture_default_str();
+  sub->add_flag("--causal", a.causal, "causal mask, bottom-right aligned");
+  sub->add_option("--scale", a.scale, "softmax scale (default 1/sqrt(d))");
+  sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
+  sub->add_option("--br", a.br, "CPU twins: tile rows (Br)")->capture_default_str();
+  sub->add_option("--bc", a.bc, "CPU twins: tile columns (Bc)")->capture_default_str();
+  sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
+  sub->add_option("--repeats", a.repeats, "timed runs per version")->capture_default_str();
+  sub->add_option("--warmup", a.warmup, "untimed runs first")->capture_default_str();
+  sub->add_option("--dump", a.dump, "write inputs and outputs as .npy into DIR")->type_name("DIR");
+  add_output_options(sub, a.out);
+  sub->footer(R"(Examples:
+  flashlab run                                   # all versions, B=1 H=2 N=1024 d=64 fp32 on cpu
+  flashlab run --versions tiled,recompute -N 2048 -d 128 --causal
+  flashlab run --Nq 100 --Nk 333 -d 16 --dtype fp64 --br 16 --bc 12
+  flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json
+  flashlab run -N 256 -d 32 --dump out/   # then in Python: np.load("out/naive.dQ.npy")
+
+Each version's outputs (O, LSE, dQ, dK, dV) are compared with the fp64 reference on the same
+(rounded) inputs and judged against the error budget; a version over budget makes the exit
+status 1 and its time is flagged.)");
+  sub->callback([&action] {
+    action = [] {
+      const RunConfig c = make_config(a);
+      Progress progress;
+      const RunOutcome r = run_versions(c, progress);
+      const Report rep = run_report(c, r);
+      if (!c.dump_dir.empty()) {
+        progress.step("run: writing " + c.dump_dir);
+        write_dump(c, r);
+      }
+      progress.clear();
+      return emit(rep, a.out);
+    };
+  });
+}
+
+}  // namespace flashlab::cli

@@ -1,0 +1,395 @@
+// The host side of every CUDA version: find the device, check that the problem fits before any
+// allocation, upload the (already rounded) inputs as fp16/bf16 words, poison the outputs, run once
+// for the answer, time the passes with CUDA events, and check that repeated runs agree bitwise.
+//
+// One run, in order:
+//   check(problem) -> free memory >= required -> allocate everything (RAII) -> upload
+//   -> [poison, forward?, backward?] once: download the outputs
+//   -> warm-up runs -> repeats of [poison, flush L2, event, pass, event] per pass
+//   -> bitwise_repeats runs compared with the first outputs, word by word.
+// Nothing is allocated after the uploads, so the timed region holds launches only.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/check.cuh"
+#include "core/dtype.h"
+#include "cuda/runner.h"
+
+namespace flashlab::cuda {
+
+namespace {
+
+std::string gib(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+// A device allocation that frees itself on every path out of run().
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);  // never throws from a destructor
+  }
+  void allocate(size_t bytes, int64_t& total) {
+    if (bytes == 0) return;
+    FLASHLAB_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+    bytes_ = bytes;
+    total += static_cast<int64_t>(bytes);
+  }
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Stream {
+ public:
+  Stream() { FLASHLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() {
+    if (s_) cudaStreamDestroy(s_);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class Event {
+ public:
+  Event() { FLASHLAB_CUDA_CHECK(cudaEventCreate(&e_)); }
+  ~Event() {
+    if (e_) cudaEventDestroy(e_);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+bool is_16bit(DType t) {
+  return t == DType::f16 || t == DType::bf16;
+}
+
+std::vector<uint16_t> to_words(DType t, const HostTensor& x) {
+  std::vector<uint16_t> w(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float f = static_cast<float>(x[i]);
+    w[i] = t == DType::f16 ? float_to_half_bits(f) : float_to_bf16_bits(f);
+  }
+  return w;
+}
+
+HostTensor from_words(DType t, const std::vector<uint16_t>& w) {
+  HostTensor x(w.size());
+  for (size_t i = 0; i < w.size(); ++i)
+    x[i] = t == DType::f16 ? half_bits_to_float(w[i]) : bf16_bits_to_float(w[i]);
+  return x;
+}
+
+void upload_words(DType t, const HostTensor& x, size_t expect, const DeviceBuffer& dst,
+                  const char* name) {
+  if (x.size() != expect)
+    throw std::runtime_error(std::string("input ") + name + " has " + std::to_string(x.size()) +
+                             " elements, the shape needs " + std::to_string(expect));
+  const std::vector<uint16_t> w = to_words(t, x);
+  FLASHLAB_CUDA_CHECK(cudaMemcpy(dst.get(), w.data(), w.size() * 2, cudaMemcpyHostToDevice));
+}
+
+template <class W>
+std::vector<W> download(const DeviceBuffer& src, size_t n) {
+  std::vector<W> w(n);
+  if (n)
+    FLASHLAB_CUDA_CHECK(cudaMemcpy(w.data(), src.get(), n * sizeof(W), cudaMemcpyDeviceToHost));
+  return w;
+}
+
+// The raw bits of every output of one run, for the bitwise comparison.
+struct RawOutputs {
+  std::vector<uint16_t> O, dQ, dK, dV;
+  std::vector<float> LSE;
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+bool same_bits(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  return a == b;
+}
+
+struct Sizes {
+  size_t q, kv, lse;       // elements
+  size_t workspace;        // bytes
+  bool fwd, bwd;           // which passes the version runs
+  bool needs_o_lse_input;  // backward-only: O and LSE come from the caller
+};
+
+Sizes sizes_of(const Version& v, const Problem& p) {
+  Sizes s{};
+  s.q = static_cast<size_t>(p.shape.q_elems());
+  s.kv = static_cast<size_t>(p.shape.kv_elems());
+  s.lse = static_cast<size_t>(p.shape.lse_elems());
+  s.workspace = v.workspace_bytes ? v.workspace_bytes(p) : 0;
+  s.fwd = v.forward != nullptr;
+  s.bwd = v.backward != nullptr;
+  s.needs_o_lse_input = s.bwd && !s.fwd;
+  return s;
+}
+
+// Bytes of the tensors and workspace one run holds (the L2 flush buffer is added by run()).
+int64_t tensor_bytes(const Sizes& s) {
+  int64_t b = static_cast<int64_t>(2 * s.q + 2 * 2 * s.kv);                // Q, K, V
+  b += static_cast<int64_t>(2 * s.q + 4 * s.lse);                          // O, LSE
+  if (s.bwd) b += static_cast<int64_t>(2 * s.q + 2 * s.q + 2 * 2 * s.kv);  // dO, dQ, dK, dV
+  return b + static_cast<int64_t>(s.workspace);
+}
+
+int64_t flush_bytes() {
+  return 2 * std::max<int64_t>(device_info().l2_bytes, 1 << 20);
+}
+
+}  // namespace
+
+const DeviceInfo& device_info() {
+  static const DeviceInfo info = [] {
+    DeviceInfo d;
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      int driver = 0;
+      cudaDriverGetVersion(&driver);
+      d.why_absent = driver == 0
+                         ? std::string("no NVIDIA driver is installed (no GPU on this machine?)")
+                         : std::string("no usable CUDA device: ") + cudaGetErrorString(err);
+      cudaGetLastError();  // clear the error so later calls start clean
+      return d;
+    }
+    if (count == 0) {
+      d.why_absent = "no CUDA device found";
+      return d;
+    }
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+      d.why_absent = "cannot read the properties of CUDA device 0";
+      cudaGetLastError();
+      return d;
+    }
+    d.present = true;
+    d.name = prop.name;
+    d.cc_major = prop.major;
+    d.cc_minor = prop.minor;
+    d.sms = prop.multiProcessorCount;
+    d.total_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+    d.l2_bytes = prop.l2CacheSize;
+    cudaDriverGetVersion(&d.driver_version);
+    cudaRuntimeGetVersion(&d.runtime_version);
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      d.free_bytes = static_cast<int64_t>(free_b);
+    cudaGetLastError();
+    return d;
+  }();
+  return info;
+}
+
+int64_t required_device_bytes(const Version& v, const Problem& p) {
+  return tensor_bytes(sizes_of(v, p));
+}
+
+RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forward* fwd_in,
+              const RunOptions& opt) {
+  // 1. Is the problem supported, and does it fit? Nothing is allocated before both answers.
+  if (!v.forward && !v.backward)
+    throw std::runtime_error("this version has no CUDA implementation in this build");
+  if (v.check) {
+    const std::string why = v.check(p);
+    if (!why.empty()) throw std::runtime_error(why);
+  }
+  if (!is_16bit(p.dtype))
+    throw std::runtime_error("CUDA versions store fp16 or bf16; " + to_string(p.dtype) +
+                             " runs on the CPU backend only");
+  const DeviceInfo& dev = device_info();
+  if (!dev.present) throw std::runtime_error(dev.why_absent);
+
+  const Sizes s = sizes_of(v, p);
+  const int64_t need = tensor_bytes(s) + (opt.flush_l2 ? flush_bytes() : 0);
+  {
+    size_t free_b = 0, total_b = 0;
+    FLASHLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (need > static_cast<int64_t>(free_b))
+      throw std::runtime_error("this problem needs " + gib(need) + " of device memory and " +
+                               gib(static_cast<int64_t>(free_b)) + " is free (of " +
+                               gib(static_cast<int64_t>(total_b)) + ")");
+  }
+  if (s.needs_o_lse_input) {
+    if (!fwd_in) throw std::runtime_error("a backward-only version needs O and LSE from a forward");
+    if (fwd_in->O.size() != s.q || fwd_in->LSE.size() != s.lse)
+      throw std::runtime_error("the forward given to a backward-only version has the wrong shape");
+  }
+
+  // 2. Allocate and upload.
+  RunResult res;
+  int64_t allocated = 0;
+  DeviceBuffer Q, K, V, O, LSE, dO, dQ, dK, dV, work, flush;
+  Q.allocate(2 * s.q, allocated);
+  K.allocate(2 * s.kv, allocated);
+  V.allocate(2 * s.kv, allocated);
+  O.allocate(2 * s.q, allocated);
+  LSE.allocate(4 * s.lse, allocated);
+  if (s.bwd) {
+    dO.allocate(2 * s.q, allocated);
+    dQ.allocate(2 * s.q, allocated);
+    dK.allocate(2 * s.kv, allocated);
+    dV.allocate(2 * s.kv, allocated);
+  }
+  work.allocate(s.workspace, allocated);
+  if (opt.flush_l2) flush.allocate(static_cast<size_t>(flush_bytes()), allocated);
+  res.workspace_bytes = static_cast<int64_t>(s.workspace);
+  res.peak_device_bytes = allocated;
+
+  upload_words(p.dtype, in.Q, s.q, Q, "Q");
+  upload_words(p.dtype, in.K, s.kv, K, "K");
+  upload_words(p.dtype, in.V, s.kv, V, "V");
+  if (s.bwd) upload_words(p.dtype, in.dO, s.q, dO, "dO");
+  if (s.needs_o_lse_input) {
+    upload_words(p.dtype, fwd_in->O, s.q, O, "O");
+    std::vector<float> lse(fwd_in->LSE.begin(), fwd_in->LSE.end());
+    FLASHLAB_CUDA_CHECK(cudaMemcpy(LSE.get(), lse.data(), 4 * s.lse, cudaMemcpyHostToDevice));
+  }
+
+  Stream stream;
+  DeviceTensors t;
+  t.problem = p;
+  t.Q = Q.get();
+  t.K = K.get();
+  t.V = V.get();
+  t.O = O.get();
+  t.LSE = static_cast<float*>(LSE.get());
+  t.dO = dO.get();
+  t.dQ = dQ.get();
+  t.dK = dK.get();
+  t.dV = dV.get();
+  t.workspace = work.get();
+  t.stream = stream.get();
+  cudaStream_t st = stream.get();
+
+  // Every output (and the workspace) starts as NaN: 0xFFFF is a NaN in fp16 and bf16, and
+  // 0xFFFFFFFF in fp32. An element a kernel forgets to write shows up as NaN and fails its test.
+  auto poison = [&] {
+    if (s.fwd) {
+      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(O.get(), 0xFF, O.bytes(), st));
+      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(LSE.get(), 0xFF, LSE.bytes(), st));
+    }
+    if (s.bwd) {
+      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dQ.get(), 0xFF, dQ.bytes(), st));
+      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dK.get(), 0xFF, dK.bytes(), st));
+      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dV.get(), 0xFF, dV.bytes(), st));
+    }
+    if (work.get()) FLASHLAB_CUDA_CHECK(cudaMemsetAsync(work.get(), 0xFF, work.bytes(), st));
+  };
+  auto run_untimed = [&] {
+    poison();
+    if (s.fwd) v.forward(t);
+    if (s.bwd) v.backward(t);
+    FLASHLAB_CUDA_CHECK(cudaStreamSynchronize(st));
+  };
+  auto raw_outputs = [&] {
+    RawOutputs r;
+    if (s.fwd) {
+      r.O = download<uint16_t>(O, s.q);
+      r.LSE = download<float>(LSE, s.lse);
+    }
+    if (s.bwd) {
+      r.dQ = download<uint16_t>(dQ, s.q);
+      r.dK = download<uint16_t>(dK, s.kv);
+      r.dV = download<uint16_t>(dV, s.kv);
+    }
+    return r;
+  };
+
+  // 3. The answer.
+  run_untimed();
+  const RawOutputs first = raw_outputs();
+  if (s.fwd) {
+    res.fwd.O = from_words(p.dtype, first.O);
+    res.fwd.LSE.assign(first.LSE.begin(), first.LSE.end());
+  }
+  if (s.bwd) {
+    res.grads.dQ = from_words(p.dtype, first.dQ);
+    res.grads.dK = from_words(p.dtype, first.dK);
+    res.grads.dV = from_words(p.dtype, first.dV);
+  }
+
+  // 4. Timing: each pass between two events, with the L2 emptied just before it.
+  for (int i = 0; i < opt.warmup; ++i) run_untimed();
+  if (opt.repeats > 0) {
+    const int n = opt.repeats;
+    std::vector<Event> ev(static_cast<size_t>(4 * n));
+    auto flush_l2 = [&] {
+      if (opt.flush_l2) FLASHLAB_CUDA_CHECK(cudaMemsetAsync(flush.get(), 0, flush.bytes(), st));
+    };
+    for (int r = 0; r < n; ++r) {
+      poison();
+      if (s.fwd) {
+        flush_l2();
+        FLASHLAB_CUDA_CHECK(cudaEventRecord(ev[4 * r + 0].get(), st));
+        v.forward(t);
+        FLASHLAB_CUDA_CHECK(cudaEventRecord(ev[4 * r + 1].get(), st));
+      }
+      if (s.bwd) {
+        flush_l2();
+        FLASHLAB_CUDA_CHECK(cudaEventRecord(ev[4 * r + 2].get(), st));
+        v.backward(t);
+        FLASHLAB_CUDA_CHECK(cudaEventRecord(ev[4 * r + 3].get(), st));
+      }
+    }
+    FLASHLAB_CUDA_CHECK(cudaStreamSynchronize(st));
+    for (int r = 0; r < n; ++r) {
+      float ms = 0;
+      if (s.fwd) {
+        FLASHLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[4 * r].get(), ev[4 * r + 1].get()));
+        res.fwd_time.ms.push_back(ms);
+      }
+      if (s.bwd) {
+        FLASHLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[4 * r + 2].get(), ev[4 * r + 3].get()));
+        res.bwd_time.ms.push_back(ms);
+      }
+    }
+  }
+
+  // 5. Are repeated runs bitwise identical to the first?
+  for (int i = 0; i < opt.bitwise_repeats; ++i) {
+    run_untimed();
+    const RawOutputs again = raw_outputs();
+    const bool dO_ = !same_bits(first.O, again.O), dL = !same_bits(first.LSE, again.LSE);
+    const bool dq = !same_bits(first.dQ, again.dQ), dk = !same_bits(first.dK, again.dK);
+    const bool dv = !same_bits(first.dV, again.dV);
+    res.differing_runs.O += dO_;
+    res.differing_runs.LSE += dL;
+    res.differing_runs.dQ += dq;
+    res.differing_runs.dK += dk;
+    res.differing_runs.dV += dv;
+    if (dO_ || dL || dq || dk || dv) ++res.bitwise_mismatches;
+  }
+  res.bitwise_repeatable = res.bitwise_mismatches == 0;
+  return res;
+}
+
+}  // namespace flashlab::cuda

@@ -1,0 +1,40 @@
+// What `flashlab run` was asked to do, after parsing and validation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/problem.h"
+#include "registry.h"
+#include "report/report.h"
+
+namespace flashlab {
+
+enum class Backend { cpu, cuda };
+
+std::string to_string(Backend b);
+
+struct RunConfig {
+  Problem problem;
+  std::vector<const VersionInfo*> versions;  // registry order, no duplicates
+  Backend backend = Backend::cpu;
+  uint64_t seed = 0;
+  CpuOptions cpu;  // tile sizes and threads of the CPU twins
+  int repeats = 3;
+  int warmup = 1;
+  int bitwise_repeats = 2;  // extra device runs compared bit for bit (the CPU compares every run)
+  std::string dump_dir;     // empty: no dump
+};
+
+// Matmul FLOPs by the FA2 paper's convention: forward 4*B*H*Nq*Nk*d, halved when causal;
+// backward 2.5x forward.
+double fwd_flops(const Problem& p);
+inline double bwd_flops(const Problem& p) {
+  return 2.5 * fwd_flops(p);
+}
+
+// The problem and options as a JSON object (the report's "config").
+json config_json(const RunConfig& c);
+
+}  // namespace flashlab

@@ -1,0 +1,331 @@
+#include "run/runner.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <limits>
+
+#include "core/rng.h"
+#include "cuda/runner.h"
+#include "reference/attention.h"
+#include "util/progress.h"
+
+namespace flashlab {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Outputs start as NaN so an element a version forgets to write fails the comparison.
+void poison(Forward& f, const Shape& s) {
+  f.O.assign(s.q_elems(), kNaN);
+  f.LSE.assign(s.lse_elems(), kNaN);
+}
+void poison(Gradients& g, const Shape& s) {
+  g.dQ.assign(s.q_elems(), kNaN);
+  g.dK.assign(s.kv_elems(), kNaN);
+  g.dV.assign(s.kv_elems(), kNaN);
+}
+
+bool same_fwd(const Forward& a, const Forward& b) {
+  return bitwise_equal(a.O, b.O) && bitwise_equal(a.LSE, b.LSE);
+}
+bool same_grads(const Gradients& a, const Gradients& b) {
+  return bitwise_equal(a.dQ, b.dQ) && bitwise_equal(a.dK, b.dK) && bitwise_equal(a.dV, b.dV);
+}
+
+void drop(HostTensor& t) {
+  HostTensor().swap(t);
+}
+
+// The CPU twin: warm-up + timed runs (at least two runs in all, so bitwise repeat is measured).
+// Every run's outputs are compared bit for bit with the first run's.
+VersionOutcome run_cpu(const RunConfig& c, const VersionInfo& v, const Inputs& in,
+                       const Forward* tiled_fwd, Progress& progress, const std::string& label) {
+  const Problem& p = c.problem;
+  const Shape& s = p.shape;
+  VersionOutcome out;
+  out.version = &v;
+  out.has_fwd = v.cpu_forward != nullptr;
+  out.has_bwd = v.cpu_backward != nullptr;
+  out.workspace_bytes = v.workspace_bytes(p, c.cpu);
+  const int runs = std::max(c.warmup + c.repeats, 2);
+  std::vector<double> fwd_ms, bwd_ms;
+  bool same = true;
+  // The buffers live across runs, so repeats do not pay for fresh pages (naive's P is N x N).
+  Forward f;
+  Gradients g;
+  for (int i = 0; i < runs; ++i) {
+    progress.step(fmt::format("{} (run {}/{})", label, i + 1, runs));
+    const bool timed = i >= c.warmup && i < c.warmup + c.repeats;
+    Counters counters;
+    if (out.has_fwd) {
+      poison(f, s);
+      const double ms = time_ms([&] { v.cpu_forward(p, in, c.cpu, f, counters); });
+      if (timed) fwd_ms.push_back(ms);
+    }
+    if (out.has_bwd) {
+      const Forward& from = out.has_fwd ? f : *tiled_fwd;
+      poison(g, s);
+      const double ms = time_ms([&] { v.cpu_backward(p, in, from, c.cpu, g, counters); });
+      if (timed) bwd_ms.push_back(ms);
+    }
+    if (i == 0) {
+      out.fwd.O = f.O;
+      out.fwd.LSE = f.LSE;
+      out.grads = g;
+    } else {
+      if (out.has_fwd) same = same && same_fwd(f, out.fwd);
+      if (out.has_bwd) same = same && same_grads(g, out.grads);
+    }
+  }
+  out.fwd_time = summarize(fwd_ms);
+  out.bwd_time = summarize(bwd_ms);
+  out.bitwise_repeat = same;
+  return out;
+}
+
+VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs& in,
+                          const Forward* tiled_fwd, Progress& progress, const std::string& label) {
+  progress.step(label);
+  VersionOutcome out;
+  out.version = &v;
+  out.has_fwd = v.cuda->forward != nullptr;
+  out.has_bwd = v.cuda->backward != nullptr;
+  cuda::RunOptions opt;
+  opt.warmup = c.warmup;
+  opt.repeats = c.repeats;
+  opt.bitwise_repeats = c.bitwise_repeats;
+  cuda::RunResult r = cuda::run(*v.cuda, c.problem, in, out.has_fwd ? nullptr : tiled_fwd, opt);
+  out.fwd = std::move(r.fwd);
+  drop(out.fwd.P);
+  out.grads = std::move(r.grads);
+  out.fwd_time = summarize(r.fwd_time.ms);
+  out.bwd_time = summarize(r.bwd_time.ms);
+  out.bitwise_repeat = r.bitwise_repeatable;
+  out.workspace_bytes = r.workspace_bytes;
+  out.peak_device_bytes = r.peak_device_bytes;
+  return out;
+}
+
+const char* kOutputs[] = {"O", "LSE", "dQ", "dK", "dV"};
+
+}  // namespace
+
+// O and LSE for the backward-only versions: the tiled forward of the same backend, once, untimed.
+Forward tiled_forward(const RunConfig& c, const Inputs& in) {
+  const VersionInfo* t = find_version("tiled");
+  if (c.backend == Backend::cuda) {
+    cuda::RunOptions opt;
+    opt.warmup = 0;
+    opt.repeats = 1;
+    opt.bitwise_repeats = 0;
+    return cuda::run(*t->cuda, c.problem, in, nullptr, opt).fwd;
+  }
+  Forward f;
+  Counters counters;
+  poison(f, c.problem.shape);
+  t->cpu_forward(c.problem, in, c.cpu, f, counters);
+  return f;
+}
+
+VersionOutcome run_version(const RunConfig& c, const VersionInfo& v, const Inputs& in,
+                           const Forward* tiled_fwd, Progress& progress, const std::string& label) {
+  return c.backend == Backend::cuda ? run_device(c, v, in, tiled_fwd, progress, label)
+                                    : run_cpu(c, v, in, tiled_fwd, progress, label);
+}
+
+void judge(VersionOutcome& v, const RunOutcome& ref) {
+  v.errors.clear();
+  v.failures.clear();
+  if (v.has_fwd) {
+    v.errors["O"] = compare(v.fwd.O, ref.ref_fwd.O);
+    v.errors["LSE"] = compare_lse(v.fwd.LSE, ref.ref_fwd.LSE);
+  }
+  if (v.has_bwd) {
+    v.errors["dQ"] = compare(v.grads.dQ, ref.ref_grads.dQ);
+    v.errors["dK"] = compare(v.grads.dK, ref.ref_grads.dK);
+    v.errors["dV"] = compare(v.grads.dV, ref.ref_grads.dV);
+  }
+  for (const char* name : kOutputs) {
+    const auto it = v.errors.find(name);
+    if (it == v.errors.end()) continue;
+    const ErrorStats& e = it->second;
+    const double budget = ref.budget.of(name).budget_rel;
+    if (!e.finite)
+      v.failures.push_back(fmt::format("{} holds NaN or Inf", name));
+    else if (!(e.rel <= budget))
+      v.failures.push_back(fmt::format("{} rel error {:.2e} > budget {:.2e}", name, e.rel, budget));
+  }
+  if (v.version->deterministic && v.bitwise_repeat && !*v.bitwise_repeat)
+    v.failures.push_back("promised deterministic, but runs differed bitwise");
+}
+
+RunOutcome prepare(const RunConfig& c, Progress& progress) {
+  RunOutcome r;
+  const Problem& p = c.problem;
+  progress.step("run: inputs and fp64 reference");
+  auto t0 = std::chrono::steady_clock::now();
+  r.inputs = make_inputs(p, c.seed);
+  r.ref_fwd = reference::forward(p, r.inputs, /*keep_P=*/true);
+  r.ref_grads = reference::backward(p, r.inputs, r.ref_fwd);
+  drop(r.ref_fwd.P);
+  r.reference_s = seconds_since(t0);
+
+  progress.step("run: error budget");
+  t0 = std::chrono::steady_clock::now();
+  r.budget = compute_budget(p, r.inputs, r.ref_fwd, r.ref_grads);
+  r.budget_s = seconds_since(t0);
+  return r;
+}
+
+RunOutcome run_versions(const RunConfig& c, Progress& progress) {
+  RunOutcome r = prepare(c, progress);
+
+  // The tiled forward feeds the backward-only versions: reuse tiled's own first run when selected.
+  bool need_tiled = false;
+  for (const VersionInfo* v : c.versions) need_tiled = need_tiled || v->pass == Pass::bwd;
+  Forward shared;
+  const Forward* tiled_fwd = nullptr;
+  size_t k = 0;
+  for (const VersionInfo* v : c.versions) {
+    ++k;
+    if (v->pass == Pass::bwd && !tiled_fwd) {
+      progress.step("run: tiled forward for the backward versions");
+      shared = tiled_forward(c, r.inputs);
+      tiled_fwd = &shared;
+    }
+    const std::string label =
+        fmt::format("run: {} on {} ({}/{})", v->id, to_string(c.backend), k, c.versions.size());
+    VersionOutcome o = run_version(c, *v, r.inputs, tiled_fwd, progress, label);
+    judge(o, r);
+    r.versions.push_back(std::move(o));
+    // tiled's own output serves the backward versions that come after it.
+    if (need_tiled && !tiled_fwd && std::string(v->id) == "tiled") {
+      shared = r.versions.back().fwd;
+      tiled_fwd = &shared;
+    }
+  }
+  return r;
+}
+
+Report run_report(const RunConfig& c, const RunOutcome& r) {
+  const Problem& p = c.problem;
+  const bool gpu = c.backend == Backend::cuda;
+  Report rep;
+  rep.command = "run";
+  rep.config = config_json(c);
+  rep.config["error_budget"] = budget_json(r.budget);
+
+  const std::string shape = fmt::format(
+      "{}, B={} H={} Nq={} Nk={} d={}, {}, seed {}", to_string(p.dtype), p.shape.B, p.shape.H,
+      p.shape.Nq, p.shape.Nk, p.shape.d, p.causal ? "causal" : "non-causal", c.seed);
+  Table errors{"errors",
+               "Error vs the fp64 reference (" + shape + ")",
+               {{"version", "version", "", ""},
+                {"output", "output", "", ""},
+                {"max_abs", "max |x - ref|", "", "{:.2e}"},
+                {"rel", "|x - ref| / |ref|", "", "{:.2e}"},
+                {"budget_rel", "budget", "", "{:.2e}"},
+                {"ok", "ok", "", ""}},
+               {}};
+  for (const VersionOutcome& v : r.versions) {
+    for (const char* name : kOutputs) {
+      const auto it = v.errors.find(name);
+      if (it == v.errors.end()) continue;
+      const ErrorStats& e = it->second;
+      const double budget = r.budget.of(name).budget_rel;
+      errors.rows.push_back(
+          {v.version->id, name, e.max_abs, e.rel, budget, e.finite && e.rel <= budget});
+    }
+  }
+
+  const std::string rate_key = gpu ? "tflops" : "gflops";
+  const std::string rate_unit = gpu ? "TFLOP/s" : "GFLOP/s";
+  const double rate_div = gpu ? 1e12 : 1e9;
+  Table timing{"timing",
+               fmt::format("Time on {} (median of {} after {} warm-up; FA2 FLOP convention)",
+                           to_string(c.backend), c.repeats, c.warmup),
+               {{"version", "version", "", ""},
+                {"pass", "pass", "", ""},
+                {"median_ms", "median", "ms", "{:.3f}"},
+                {"min_ms", "min", "ms", "{:.3f}"},
+                {"max_ms", "max", "ms", "{:.3f}"},
+                {rate_key, gpu ? "TFLOP/s" : "GFLOP/s", rate_unit, "{:.2f}"},
+                {"workspace_bytes", "workspace", "B", "bytes"},
+                {"peak_device_bytes", "peak device mem", "B", "bytes"},
+                {"bitwise_repeat", "bitwise repeat", "", ""},
+                {"ok", "ok", "", ""}},
+               {}};
+  const auto add_timing = [&](const VersionOutcome& v, const char* pass, const TimeStats& t,
+                              double flops) {
+    const json peak = v.peak_device_bytes ? json(*v.peak_device_bytes) : json();
+    const json bits = v.bitwise_repeat ? json(*v.bitwise_repeat) : json();
+    const double rate = t.median_ms > 0 ? flops / (t.median_ms * 1e-3) / rate_div : 0.0;
+    timing.rows.push_back({v.version->id, pass, t.median_ms, t.min_ms, t.max_ms, rate,
+                           v.workspace_bytes, peak, bits, v.ok()});
+  };
+  for (const VersionOutcome& v : r.versions) {
+    if (v.has_fwd) add_timing(v, "fwd", v.fwd_time, fwd_flops(p));
+    if (v.has_bwd) add_timing(v, "bwd", v.bwd_time, bwd_flops(p));
+  }
+
+  Table budget{"budget",
+               fmt::format("Error budget per output ({} x the largest of these; rel = "
+                           "|x - ref| / |ref|)",
+                           kBudgetFactor),
+               {{"output", "output", "", ""},
+                {"lowp_rel", "straightforward " + to_string(p.dtype), "", "{:.2e}"},
+                {"rounded_rel", "ref rounded to dtype", "", "{:.2e}"},
+                {"floor_rel", "floor", "", "{:.2e}"},
+                {"budget_rel", "budget", "", "{:.2e}"}},
+               {}};
+  for (const OutputBudget& o : r.budget.outputs)
+    budget.rows.push_back({o.output, o.lowp_rel, o.rounded_rel, o.floor_rel, o.budget_rel});
+
+  rep.tables = {errors, timing, budget};
+
+  int failing = 0;
+  for (const VersionOutcome& v : r.versions) {
+    if (v.ok()) continue;
+    ++failing;
+    std::string why;
+    for (const std::string& f : v.failures) why += (why.empty() ? "" : "; ") + f;
+    rep.observations.push_back(fmt::format(
+        "FAIL {}: {}. Its time is shown above but flagged (ok = no): a wrong kernel's speed "
+        "does not count.",
+        v.version->id, why));
+  }
+  if (failing == 0)
+    rep.observations.push_back(
+        fmt::format("All {} version(s) are within their error budget.", r.versions.size()));
+  for (const VersionOutcome& v : r.versions)
+    if (v.bitwise_repeat && !*v.bitwise_repeat && !v.version->deterministic)
+      rep.observations.push_back(fmt::format(
+          "{} is not bitwise repeatable: its runs gave different bits (it is registered as "
+          "non-deterministic).",
+          v.version->id));
+  bool any_bwd_only = false;
+  for (const VersionOutcome& v : r.versions) any_bwd_only = any_bwd_only || !v.has_fwd;
+  if (any_bwd_only)
+    rep.observations.push_back(
+        fmt::format("Backward-only versions take O and LSE from the tiled forward on {}.",
+                    to_string(c.backend)));
+  rep.observations.push_back(fmt::format(
+      "fp64 reference (forward + backward from stored P) took {:.2f} s; the error budget's "
+      "straightforward {} computation took {:.2f} s.",
+      r.reference_s, to_string(p.dtype), r.budget_s));
+
+  rep.figures["reference_time"] = {{"value", r.reference_s}, {"unit", "s"}};
+  rep.figures["budget_time"] = {{"value", r.budget_s}, {"unit", "s"}};
+  rep.figures["fwd_flops"] = {{"value", fwd_flops(p)}, {"unit", "FLOP"}};
+  rep.figures["bwd_flops"] = {{"value", bwd_flops(p)}, {"unit", "FLOP"}};
+  rep.ok = failing == 0;
+  return rep;
+}
+
+}  // namespace flashlab

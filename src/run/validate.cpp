@@ -1,0 +1,163 @@
+#include "run/validate.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "cuda/runner.h"
+#include "util/error.h"
+#include "util/format.h"
+#include "util/npy.h"
+#include "util/sysinfo.h"
+
+namespace flashlab {
+
+namespace {
+
+std::string known_ids() {
+  std::string s;
+  for (const VersionInfo& v : versions()) s += (s.empty() ? "" : ", ") + std::string(v.id);
+  return s;
+}
+
+void check_range(const char* what, int64_t x, int64_t lo, int64_t hi) {
+  if (x < lo || x > hi)
+    throw UsageError(fmt::format("{} must be in {}..{} (got {})", what, lo, hi, x));
+}
+
+bool needs_tiled_forward(const RunConfig& c) {
+  for (const VersionInfo* v : c.versions)
+    if (v->pass == Pass::bwd) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<const VersionInfo*> parse_versions(const std::string& list) {
+  std::vector<bool> chosen(versions().size(), false);
+  if (list == "all") {
+    chosen.assign(chosen.size(), true);
+  } else {
+    size_t start = 0;
+    bool any = false;
+    while (start <= list.size()) {
+      const size_t comma = list.find(',', start);
+      std::string id =
+          list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      while (!id.empty() && id.front() == ' ') id.erase(id.begin());
+      while (!id.empty() && id.back() == ' ') id.pop_back();
+      if (!id.empty()) {
+        const VersionInfo* v = find_version(id);
+        if (!v) throw UsageError("unknown version '" + id + "' (known: " + known_ids() + ", all)");
+        chosen[v - versions().data()] = true;
+        any = true;
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (!any) throw UsageError("no version given (known: " + known_ids() + ", all)");
+  }
+  std::vector<const VersionInfo*> out;
+  for (size_t i = 0; i < chosen.size(); ++i)
+    if (chosen[i]) out.push_back(&versions()[i]);
+  return out;
+}
+
+Backend resolve_backend(const std::string& name) {
+  const cuda::DeviceInfo& d = cuda::device_info();
+  if (name == "cpu") return Backend::cpu;
+  if (name == "auto") return d.present ? Backend::cuda : Backend::cpu;
+  if (name == "cuda") {
+    if (!d.present) throw UsageError("--backend cuda: no CUDA device can be used: " + d.why_absent);
+    return Backend::cuda;
+  }
+  throw UsageError("unknown backend '" + name + "' (known: cpu, cuda, auto)");
+}
+
+void validate_run(const RunConfig& c) {
+  const Problem& p = c.problem;
+  const Shape& s = p.shape;
+  check_range("B", s.B, 1, kMaxBatchHeads);
+  check_range("H", s.H, 1, kMaxBatchHeads);
+  if (s.B * s.H > kMaxBatchHeads)
+    throw UsageError(fmt::format("B*H must be at most {} (got {})", kMaxBatchHeads, s.B * s.H));
+  check_range("Nq", s.Nq, 1, kMaxN);
+  check_range("Nk", s.Nk, 1, kMaxN);
+  check_range("d", s.d, 1, kMaxHeadDim);
+  if (!std::isfinite(p.scale) || p.scale < 0 || p.scale > 1e4)
+    throw UsageError(fmt::format("--scale must be a positive number up to 1e4 (got {})", p.scale));
+  check_range("--repeats", c.repeats, 1, kMaxRepeats);
+  check_range("--warmup", c.warmup, 0, kMaxRepeats);
+  if (c.versions.empty()) throw UsageError("no version selected");
+  if (c.backend == Backend::cpu) {
+    check_range("--br (CPU tile rows)", c.cpu.Br, 1, kMaxTile);
+    check_range("--bc (CPU tile columns)", c.cpu.Bc, 1, kMaxTile);
+    check_range("--threads", c.cpu.threads, 0, kMaxThreads);
+    return;
+  }
+  // On the device each version says what it supports. Backward-only versions also need tiled.
+  std::vector<const VersionInfo*> todo = c.versions;
+  if (needs_tiled_forward(c)) todo.push_back(find_version("tiled"));
+  for (const VersionInfo* v : todo) {
+    if (!v->cuda)
+      throw UsageError(fmt::format("version '{}' has no CUDA implementation in this build", v->id));
+    if (v->cuda->check) {
+      const std::string why = v->cuda->check(p);
+      if (!why.empty()) throw UsageError(fmt::format("version '{}' on cuda: {}", v->id, why));
+    }
+  }
+}
+
+double estimate_host_bytes(const RunConfig& c) {
+  const Shape& s = c.problem.shape;
+  const double q = static_cast<double>(s.q_elems()), kv = static_cast<double>(s.kv_elems());
+  const double lse = static_cast<double>(s.lse_elems());
+  const double P = static_cast<double>(s.heads()) * s.Nq * s.Nk;
+  const double fwd_out = q + lse, bwd_out = q + 2 * kv;
+  double elems = 2 * q + 2 * kv;       // Q, K, V, dO
+  elems += fwd_out + bwd_out + 2 * P;  // reference: O, LSE, grads, P and its dP/dS
+  if (c.problem.dtype != DType::f64) elems += fwd_out + bwd_out + 2 * P;  // budget computation
+  elems += fwd_out;  // shared tiled forward of the backward-only versions
+  double extra_bytes = 0;
+  for (const VersionInfo* v : c.versions) {
+    elems += 2 * (fwd_out + bwd_out);           // the first run's outputs and the current run's
+    if (v->pass == Pass::both) elems += 2 * P;  // naive's P and its dP/dS
+    if (c.backend == Backend::cpu)
+      extra_bytes =
+          std::max(extra_bytes, static_cast<double>(v->workspace_bytes(c.problem, c.cpu)));
+  }
+  return elems * 8 + extra_bytes;
+}
+
+void check_memory(const RunConfig& c) {
+  const double need = estimate_host_bytes(c);
+  const double avail = static_cast<double>(available_memory_bytes());
+  if (need > 0.9 * avail)
+    throw UsageError(fmt::format(
+        "this run needs about {} of host memory (inputs, the fp64 reference with its Nq x Nk "
+        "matrices, outputs) but {} is available; use a smaller B, H or N",
+        format_bytes(need), format_bytes(avail)));
+  if (c.backend != Backend::cuda) return;
+  const cuda::DeviceInfo& d = cuda::device_info();
+  for (const VersionInfo* v : c.versions) {
+    const double dev = static_cast<double>(cuda::required_device_bytes(*v->cuda, c.problem));
+    if (dev > static_cast<double>(d.free_bytes))
+      throw UsageError(fmt::format(
+          "version '{}' needs {} of device memory for this shape but {} is free on {}", v->id,
+          format_bytes(dev), format_bytes(static_cast<double>(d.free_bytes)), d.name));
+  }
+}
+
+double estimate_dump_bytes(const RunConfig& c) {
+  const Shape& s = c.problem.shape;
+  const double eb = c.problem.dtype == DType::f64 ? 8 : c.problem.dtype == DType::f16 ? 2 : 4;
+  const double lse_b = c.problem.dtype == DType::f64 ? 8 : 4;
+  const double q = static_cast<double>(s.q_elems()), kv = static_cast<double>(s.kv_elems());
+  const double lse = static_cast<double>(s.lse_elems());
+  double bytes = (2 * q + 2 * kv) * eb;     // inputs
+  bytes += (2 * q + 2 * kv) * 8 + lse * 8;  // reference O, dQ, dK, dV, LSE in fp64
+  bytes += c.versions.size() * ((2 * q + 2 * kv) * eb + lse * lse_b);
+  return bytes + 4096.0 * (8 + 5 * c.versions.size());  // headers and index.json
+}
+
+}  // namespace flashlab

@@ -1,0 +1,42 @@
+// Everything `run` and `bench` check before they compute: names, ranges, memory, the device, output
+// paths. Each check throws UsageError with one sentence, before any large allocation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "run/config.h"
+
+namespace flashlab {
+
+// Sane limits for a lab: larger shapes are almost certainly typos.
+inline constexpr int64_t kMaxN = int64_t{1} << 20;
+inline constexpr int64_t kMaxHeadDim = 256;
+inline constexpr int64_t kMaxBatchHeads = int64_t{1} << 20;  // B*H
+inline constexpr int kMaxTile = 4096;
+inline constexpr int kMaxThreads = 1024;
+inline constexpr int kMaxRepeats = 10000;
+
+// "a,b" or "all" -> registry entries in registry order. Unknown id: UsageError naming the known
+// ids.
+std::vector<const VersionInfo*> parse_versions(const std::string& list);
+
+// "cpu", "cuda" or "auto" (cuda when a device is present). "cuda" without a device: UsageError
+// with the reason the device is absent.
+Backend resolve_backend(const std::string& name);
+
+// Shape, scale, tiles, threads, repeats; on cuda also each version's own check().
+void validate_run(const RunConfig& c);
+
+// Bytes of host memory a run needs at its peak: inputs, the fp64 reference with its N x N P, the
+// fp32 computation that sets the error budget, every version's outputs, naive's P.
+double estimate_host_bytes(const RunConfig& c);
+
+// Host memory (and device memory on cuda) against what is free. UsageError when it will not fit.
+void check_memory(const RunConfig& c);
+
+// Bytes a --dump of this run writes.
+double estimate_dump_bytes(const RunConfig& c);
+
+}  // namespace flashlab

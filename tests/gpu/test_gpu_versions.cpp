@@ -1,0 +1,140 @@
+// Every CUDA version in the registry against the fp64 reference, over the matrix
+// fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097} plus Nq != Nk shapes.
+//
+// The list of versions comes from the registry: a version is tested on every pass its CUDA entry
+// implements, so a new rung is covered as soon as its entry has a forward or a backward. A
+// backward-only version gets O and LSE from the CUDA `tiled` forward of the same inputs (as the
+// CLI does). The reference runs once per case and serves every version.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "gpu_check.h"
+#include "reference/attention.h"
+#include "registry.h"
+
+namespace flashlab {
+namespace {
+
+using gpu_test::expect_within;
+
+struct Case {
+  DType dtype;
+  int64_t d;
+  bool causal;
+  int64_t B, H, Nq, Nk;
+};
+
+std::string case_name(const Case& c) {
+  return to_string(c.dtype) + "_d" + std::to_string(c.d) + (c.causal ? "_causal" : "_full") + "_B" +
+         std::to_string(c.B) + "H" + std::to_string(c.H) + "_Nq" + std::to_string(c.Nq) + "_Nk" +
+         std::to_string(c.Nk);
+}
+
+std::vector<Case> all_cases() {
+  // (Nq, Nk, B, H): heads shrink as N grows so the fp64 reference stays quick.
+  struct S {
+    int64_t Nq, Nk, B, H;
+  };
+  const S shapes[] = {
+      {1, 1, 2, 3},
+      {17, 17, 2, 3},
+      {128, 128, 2, 2},
+      {1000, 1000, 1, 2},
+      {4097, 4097, 1, 1},
+      // Nq != Nk: under the causal mask, Nq > Nk leaves the first Nq - Nk rows with no key.
+      {17, 1000, 2, 1},
+      {1000, 17, 1, 2},
+      {1, 4097, 1, 1},
+      {4097, 1000, 1, 1},
+  };
+  std::vector<Case> cases;
+  for (DType t : {DType::f16, DType::bf16})
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        for (const S& s : shapes) cases.push_back({t, d, causal, s.B, s.H, s.Nq, s.Nk});
+  return cases;
+}
+
+class CudaVersions : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaVersions, MatchFp64ReferenceWithinBudget) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  const Case& c = GetParam();
+  Problem p;
+  p.shape = {c.B, c.H, c.Nq, c.Nk, c.d};
+  p.causal = c.causal;
+  p.dtype = c.dtype;
+  const uint64_t seed = 1000 + static_cast<uint64_t>(c.Nq * 7 + c.Nk * 13 + c.d + c.causal);
+  const Inputs in = make_inputs(p, seed);
+
+  const Forward ref = reference::forward(p, in, true);
+  const Gradients gref = reference::backward(p, in, ref);
+  const Forward low = reference::lowp_forward(p, in);
+  const Gradients glow = reference::lowp_backward(p, in, low);
+
+  cuda::RunOptions opt;
+  opt.warmup = 0;
+  opt.repeats = 0;
+  opt.flush_l2 = false;
+
+  // O and LSE for the backward-only versions: the CUDA tiled forward of the same inputs.
+  std::optional<Forward> tiled_fwd;
+  auto forward_for_backward = [&]() -> const Forward* {
+    if (!tiled_fwd) {
+      const VersionInfo* t = find_version("tiled");
+      if (!t || !t->cuda || !t->cuda->forward) return nullptr;
+      cuda::RunOptions o = opt;
+      o.bitwise_repeats = 0;
+      tiled_fwd = cuda::run(*t->cuda, p, in, nullptr, o).fwd;
+    }
+    return &*tiled_fwd;
+  };
+
+  int tested = 0;
+  for (const VersionInfo& v : versions()) {
+    if (!v.cuda || (!v.cuda->forward && !v.cuda->backward)) continue;
+    SCOPED_TRACE(std::string("version ") + v.id + ", case " + case_name(c));
+    if (v.cuda->check) {
+      const std::string why = v.cuda->check(p);
+      EXPECT_TRUE(why.empty()) << v.id << " rejects a shape of the test matrix: " << why;
+      if (!why.empty()) continue;
+    }
+    const bool fwd = v.cuda->forward != nullptr, bwd = v.cuda->backward != nullptr;
+    const Forward* fwd_in = (bwd && !fwd) ? forward_for_backward() : nullptr;
+    if (bwd && !fwd) {
+      ASSERT_NE(fwd_in, nullptr) << "no CUDA tiled forward to feed " << v.id;
+    }
+    cuda::RunOptions o = opt;
+    o.bitwise_repeats = v.deterministic ? 1 : 0;
+    const cuda::RunResult r = cuda::run(*v.cuda, p, in, fwd_in, o);
+    std::string log = std::string("[") + v.id + "] " + case_name(c);
+    if (fwd) {
+      log += "\n    " + expect_within("O  ", c.dtype, r.fwd.O, ref.O, low.O);
+      log += "\n    " + expect_within("LSE", DType::f32, r.fwd.LSE, ref.LSE, low.LSE);
+    }
+    if (bwd) {
+      log += "\n    " + expect_within("dQ ", c.dtype, r.grads.dQ, gref.dQ, glow.dQ);
+      log += "\n    " + expect_within("dK ", c.dtype, r.grads.dK, gref.dK, glow.dK);
+      log += "\n    " + expect_within("dV ", c.dtype, r.grads.dV, gref.dV, glow.dV);
+    }
+    if (v.deterministic) {
+      EXPECT_TRUE(r.bitwise_repeatable) << v.id << " promised bitwise repeats";
+    }
+    std::cout << log << "\n";
+    ++tested;
+  }
+  EXPECT_GT(tested, 0) << "no CUDA version in the registry has a pass to test";
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, CudaVersions, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return case_name(i.param);
+                         });
+
+}  // namespace
+}  // namespace flashlab

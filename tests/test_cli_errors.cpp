@@ -1,0 +1,114 @@
+// Bad input: one clear message on stderr ("flashlab: error: ..."), exit status 2, nothing on
+// stdout, no output file, and all of it before any large allocation (the shapes here would take
+// minutes or terabytes if validation came late).
+#include <gtest/gtest.h>
+
+#include "test_cli_helpers.h"
+
+namespace flashlab {
+
+using testing::CliResult;
+using testing::run_cli;
+using testing::ScratchDir;
+
+namespace {
+
+struct BadInput {
+  const char* name;
+  std::string args;      // %J is replaced by a JSON path inside the scratch directory
+  const char* expected;  // part of the message
+};
+
+void expect_one_error(const BadInput& b) {
+  ScratchDir dir;
+  std::string args = b.args;
+  const size_t j = args.find("%J");
+  if (j != std::string::npos) args.replace(j, 2, testing::quoted(dir / "out.json"));
+  const size_t d = args.find("%D");
+  if (d != std::string::npos) args.replace(d, 2, testing::quoted(dir / "dump"));
+  const CliResult r = run_cli(args);
+  SCOPED_TRACE(std::string(b.name) + ": flashlab " + args + "\nstderr: " + r.err);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err.rfind("flashlab: error: ", 0), 0u);
+  EXPECT_EQ(testing::count_lines(r.err), 1);
+  EXPECT_NE(r.err.find(b.expected), std::string::npos);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_TRUE(dir.entries().empty()) << "left a file behind";
+}
+
+}  // namespace
+
+TEST(CliErrors, RunRejectsBadInputBeforeComputing) {
+  const std::vector<BadInput> cases = {
+      {"unknown version", "run --versions tiled,nope --json %J", "unknown version 'nope'"},
+      {"empty version list", "run --versions , --json %J", "no version given"},
+      {"d zero", "run -d 0 --json %J", "d must be in 1..256 (got 0)"},
+      {"d absurd", "run -d 100000 --json %J", "d must be in 1..256"},
+      {"N zero", "run -N 0 --json %J", "N must be in 1..1048576 (got 0)"},
+      {"N negative", "run -N -5 --json %J", "N must be in"},
+      {"N absurd", "run -N 4000000000 --json %J", "N must be in"},
+      {"Nq zero", "run --Nq 0 --Nk 16 --json %J", "Nq must be in"},
+      {"B negative", "run -B -1 --json %J", "B must be in"},
+      {"tile rows zero", "run --br 0 -N 64 --json %J", "--br (CPU tile rows) must be in"},
+      {"tile cols zero", "run --bc 0 -N 64 --json %J", "--bc (CPU tile columns) must be in"},
+      {"repeats zero", "run --repeats 0 -N 64 --json %J", "--repeats must be in"},
+      {"bad scale", "run --scale -1 -N 64 --json %J", "--scale must be"},
+      {"unknown dtype", "run --dtype fp8 -N 64 --json %J", "unknown --dtype 'fp8'"},
+      {"unknown backend", "run --backend tpu -N 64 --json %J", "unknown backend 'tpu'"},
+      {"unknown format", "run --format html -N 64 --json %J", "unknown --format 'html'"},
+      {"host memory", "run -B 64 -H 64 -N 1048576 --json %J", "of host memory"},
+      {"host memory, moderate", "run -N 300000 -d 64 --json %J", "of host memory"},
+      {"json dir missing", "run -N 64 --json /nonexistent-dir/r.json", "does not exist"},
+      {"json unwritable", "run -N 64 --json /proc/flashlab-r.json", "cannot write"},
+      {"json is a directory", "run -N 64 --json /", "is a directory"},
+      {"dump unwritable", "run -N 64 --dump /proc/flashlab-dump --json %J", "cannot write into"},
+      {"dump is a file", "run -N 64 --dump /proc/version --json %J", "not a directory"},
+      {"unknown option", "run --frobnicate", "frobnicate"},
+      {"no command", "", "subcommand"},
+  };
+  for (const BadInput& b : cases) expect_one_error(b);
+}
+
+TEST(CliErrors, CudaBackendWithoutDevice) {
+  // Only meaningful where no device is usable: the message says why there is none.
+  const CliResult probe = run_cli("list --json -");
+  if (probe.out.find("\"gpu\": null") == std::string::npos) GTEST_SKIP() << "a GPU is present";
+  expect_one_error({"run on cuda", "run --backend cuda -N 64 --json %J", "--backend cuda"});
+  expect_one_error({"bench on cuda", "bench --backend cuda --json %J", "--backend cuda"});
+  expect_one_error({"lab on cuda", "lab memory --backend cuda --json %J", "--backend cuda"});
+}
+
+TEST(CliErrors, OtherCommands) {
+  const std::vector<BadInput> cases = {
+      {"unknown lab", "lab nosuchlab --json %J", "unknown lab 'nosuchlab'"},
+      {"lab bad lang", "lab memory --lang fr --json %J", "unknown --lang 'fr'"},
+      {"gradcheck bad lang", "gradcheck --lang fr --json %J", "unknown --lang 'fr'"},
+      {"gradcheck json unwritable", "gradcheck --json /proc/x.json", "cannot write"},
+      {"bench N zero", "bench --backend cpu --N 0 --json %J", "N must be in"},
+      {"bench d absurd", "bench --backend cpu -d 512 --json %J", "d must be in"},
+      {"bench causal", "bench --backend cpu --causal maybe --json %J", "unknown --causal"},
+      {"bench version", "bench --backend cpu --versions fast --json %J", "unknown version 'fast'"},
+      {"bench host memory", "bench --backend cpu --N 1048576 --json %J", "of host memory"},
+      {"list format", "list --format xml", "unknown --format 'xml'"},
+      {"list table", "list --table nope", "no table 'nope'"},
+      {"plot missing input", "plot /nonexistent/r.json -o %J", "cannot read"},
+      {"plot not json", "plot /proc/version -o %J", "not valid JSON"},
+      {"plot unwritable", "plot /proc/version -o /proc/x.svg", "cannot write"},
+  };
+  for (const BadInput& b : cases) expect_one_error(b);
+}
+
+TEST(CliErrors, HelpAndVersionSucceed) {
+  CliResult r = run_cli("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("Examples:"), std::string::npos);
+  r = run_cli("run --help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("--versions"), std::string::npos);
+  EXPECT_NE(r.out.find("Examples:"), std::string::npos);
+  r = run_cli("--version");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find(FLASHLAB_VERSION), std::string::npos);
+}
+
+}  // namespace flashlab

@@ -1,0 +1,97 @@
+// Running the built flashlab binary from a test: exit status, stdout, stderr; a scratch directory
+// per test; schema validation with Debian's python3-jsonschema.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace flashlab::testing {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A fresh directory under the system temp dir, removed when the test ends.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "flashlab-test-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  // Names of the entries in the directory (to prove nothing was left behind).
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename());
+    return names;
+  }
+
+ private:
+  fs::path path_;
+};
+
+// Runs `flashlab ARGS` through /bin/sh (ARGS is shell text), stdin from /dev/null.
+inline CliResult run_cli(const std::string& args) {
+  ScratchDir io;
+  const std::string cmd = std::string("'") + FLASHLAB_BIN + "' " + args + " </dev/null >'" +
+                          (io / "out") + "' 2>'" + (io / "err") + "'";
+  const int rc = std::system(cmd.c_str());
+  CliResult r;
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = slurp(io.path() / "out");
+  r.err = slurp(io.path() / "err");
+  return r;
+}
+
+// Shell single quotes around a path.
+inline std::string quoted(const std::string& s) {
+  std::string q(1, '\'');
+  q.append(s).push_back('\'');
+  return q;
+}
+
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// Validates JSON files against docs/report.schema.json; returns the validator's output, and
+// `ok` tells whether all were valid.
+inline std::string validate_reports(const std::vector<std::string>& files, bool& ok) {
+  ScratchDir io;
+  std::string cmd =
+      std::string("/usr/bin/python3 '") + FLASHLAB_SOURCE_DIR + "/scripts/validate_report.py'";
+  for (const std::string& f : files) cmd += " '" + f + "'";
+  cmd += " >'" + (io / "out") + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  ok = WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+  return slurp(io.path() / "out");
+}
+
+}  // namespace flashlab::testing

@@ -1,0 +1,158 @@
+// Every command's --json output validates against docs/report.schema.json, and `run` reports
+// what it promises (errors, budget, timing, bitwise repeat; --dump as .npy).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/rng.h"
+#include "test_cli_helpers.h"
+#include "util/npy.h"
+
+namespace flashlab {
+
+using json = nlohmann::json;
+using testing::CliResult;
+using testing::run_cli;
+using testing::ScratchDir;
+using testing::slurp;
+
+namespace {
+
+const char* kSmallRun =
+    "run --backend cpu -B 1 -H 2 -N 40 -d 16 --br 16 --bc 12 --repeats 1 "
+    "--warmup 1 --versions all";
+
+json load(const std::string& path) {
+  return json::parse(slurp(path));
+}
+
+const json* find_table(const json& doc, const std::string& id) {
+  for (const json& t : doc["tables"])
+    if (t["id"] == id) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(CliJson, EveryCommandValidatesAgainstTheSchema) {
+  ScratchDir dir;
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"list", "list"},
+      {"run", kSmallRun},
+      {"run_causal_ragged",
+       "run --backend cpu --Nq 17 --Nk 30 -d 8 --causal --dtype bf16 "
+       "--repeats 1 --warmup 0"},
+      {"gradcheck", "gradcheck"},
+      {"lab_list", "lab list"},
+      {"lab_all", "lab all --backend cpu"},
+      {"lab_all_zh", "lab all --backend cpu --lang zh"},
+      {"bench", "bench --backend cpu --N 32,48 -d 16 --repeats 1 --warmup 0"},
+  };
+  std::vector<std::string> files;
+  for (const auto& [name, args] : commands) {
+    const std::string path = dir / (name + ".json");
+    const CliResult r = run_cli(args + " --json '" + path + "'");
+    EXPECT_EQ(r.status, 0) << args << "\n" << r.err << r.out;
+    EXPECT_TRUE(r.err.empty()) << args << ": stderr is not a terminal, so no progress: " << r.err;
+    EXPECT_FALSE(r.out.empty()) << args << ": the table still prints";
+    files.push_back(path);
+  }
+  // plot draws a saved bench report.
+  const std::string svg = dir / "bench.svg";
+  const CliResult p = run_cli("plot '" + (dir / "bench.json") + "' -o '" + svg + "' --json '" +
+                              (dir / "plot.json") + "'");
+  EXPECT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
+  files.push_back(dir / "plot.json");
+  bool ok = false;
+  const std::string log = testing::validate_reports(files, ok);
+  EXPECT_TRUE(ok) << log;
+}
+
+TEST(CliJson, JsonToStdoutIsPureJson) {
+  const CliResult r = run_cli("list --json -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json doc = json::parse(r.out);  // throws if anything but JSON was printed
+  EXPECT_EQ(doc["schema"], "flashlab.report/v1");
+  const json* versions = find_table(doc, "versions");
+  ASSERT_NE(versions, nullptr);
+  EXPECT_EQ((*versions)["rows"].size(), 5u);
+  EXPECT_EQ((*versions)["rows"][0]["id"], "naive");
+}
+
+TEST(CliJson, RunReportsErrorsBudgetAndTiming) {
+  ScratchDir dir;
+  const CliResult r =
+      run_cli(std::string(kSmallRun) + " --seed 5 --json '" + (dir / "r.json") + "'");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const json doc = load(dir / "r.json");
+  EXPECT_EQ(doc["config"]["seed"], 5);
+  EXPECT_EQ(doc["config"]["Nq"], 40);
+  EXPECT_EQ(doc["config"]["error_budget"]["factor"], 4.0);
+  EXPECT_TRUE(doc["ok"].get<bool>());
+  const json* errors = find_table(doc, "errors");
+  ASSERT_NE(errors, nullptr);
+  // naive O LSE dQ dK dV + tiled O LSE + 3 backward versions x 3 gradients.
+  EXPECT_EQ((*errors)["rows"].size(), 5u + 2u + 9u);
+  for (const json& row : (*errors)["rows"]) {
+    EXPECT_TRUE(row["ok"].get<bool>()) << row.dump();
+    EXPECT_LE(row["rel"].get<double>(), row["budget_rel"].get<double>());
+  }
+  const json* timing = find_table(doc, "timing");
+  ASSERT_NE(timing, nullptr);
+  EXPECT_EQ((*timing)["rows"].size(), 6u);  // naive fwd, naive bwd, tiled, 3 backward versions
+  for (const json& row : (*timing)["rows"]) {
+    EXPECT_GT(row["median_ms"].get<double>(), 0.0);
+    EXPECT_GT(row["gflops"].get<double>(), 0.0);
+    EXPECT_TRUE(row["bitwise_repeat"].is_boolean());
+    EXPECT_TRUE(row["peak_device_bytes"].is_null());  // cpu
+  }
+  EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos);
+}
+
+TEST(CliJson, FormatsMarkdownAndCsv) {
+  CliResult r = run_cli("list --format markdown --table versions");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("**Versions", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("| naive "), std::string::npos) << r.out;
+  r = run_cli("list --format csv");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("# versions: "), std::string::npos);
+  EXPECT_NE(r.out.find("id,pass,deterministic,workspace,code,idea\n"), std::string::npos) << r.out;
+}
+
+TEST(CliJson, DumpWritesNpyInputsAndOutputs) {
+  ScratchDir dir;
+  const std::string dump = dir / "dump";
+  const CliResult r = run_cli(
+      "run --backend cpu -B 1 -H 2 --Nq 9 --Nk 13 -d 8 --dtype fp16 "
+      "--seed 3 --repeats 1 --warmup 0 --versions tiled,atomic-dq --dump '" +
+      dump + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json index = load(dump + "/index.json");
+  EXPECT_EQ(index["schema"], "flashlab.dump/v1");
+  // 4 inputs + 5 reference + tiled O, LSE + atomic-dq dQ, dK, dV.
+  EXPECT_EQ(index["files"].size(), 4u + 5u + 2u + 3u);
+  Problem p;
+  p.shape = {1, 2, 9, 13, 8};
+  p.dtype = DType::f16;
+  const Inputs in = make_inputs(p, 3);
+  const NpyArray q = parse_npy(slurp(dump + "/Q.npy"));
+  EXPECT_EQ(q.descr, "<f2");
+  EXPECT_EQ(q.shape, (std::vector<int64_t>{1, 2, 9, 8}));
+  EXPECT_EQ(q.values, in.Q);
+  const NpyArray k = parse_npy(slurp(dump + "/K.npy"));
+  EXPECT_EQ(k.shape, (std::vector<int64_t>{1, 2, 13, 8}));
+  EXPECT_EQ(k.values, in.K);
+  const NpyArray lse = parse_npy(slurp(dump + "/tiled.LSE.npy"));
+  EXPECT_EQ(lse.descr, "<f4");
+  EXPECT_EQ(lse.shape, (std::vector<int64_t>{1, 2, 9}));
+  const NpyArray ref = parse_npy(slurp(dump + "/reference.dQ.npy"));
+  EXPECT_EQ(ref.descr, "<f8");
+  const NpyArray dq = parse_npy(slurp(dump + "/atomic-dq.dQ.npy"));
+  EXPECT_EQ(dq.descr, "<f2");
+  ASSERT_EQ(dq.values.size(), ref.values.size());
+  for (size_t i = 0; i < dq.values.size(); ++i) EXPECT_NEAR(dq.values[i], ref.values[i], 0.05);
+}
+
+}  // namespace flashlab
