@@ -26,7 +26,9 @@ int64_t atomic_dq_workspace(const Problem& p, const CpuOptions&) {
   return p.shape.lse_elems() * 4 + p.shape.q_elems() * 4;
 }
 
-// D and LSE * log2(e) plus one fp32 dQ split per K block.
+// D and LSE * log2(e) plus one fp32 dQ split per K block: the CPU twin's layout, and the upper
+// bound of the CUDA version, which keeps only nsplits <= ceil(Nk/Bc) splits (a few per head, enough
+// to fill the GPU; its workspace_bytes gives the exact figure for the device it runs on).
 int64_t deterministic_dq_workspace(const Problem& p, const CpuOptions& o) {
   const int64_t splits = (p.shape.Nk + o.Bc - 1) / o.Bc;
   return 2 * p.shape.lse_elems() * 4 + splits * p.shape.q_elems() * 4;
@@ -59,7 +61,8 @@ const std::array<VersionInfo, 5> kVersions = {{
     {"deterministic-dq", "05_deterministic_dq", Pass::bwd,
      "like atomic-dq, but each K-block worker adds into its own dQ split; the convert pass sums "
      "splits in a fixed order, so dQ is bitwise reproducible",
-     true, "2*B*H*Nq*4 (D, LSE*log2e) + ceil(Nk/Bc)*B*H*Nq*d*4 (fp32 dQ splits)", deterministic_dq_workspace,
+     true, "2*B*H*Nq*4 (D, LSE*log2e) + S*B*H*Nq*d*4 (fp32 dQ splits; S = ceil(Nk/Bc) on the CPU, "
+     "CUDA bounds S to a few per head that fill the GPU)", deterministic_dq_workspace,
      nullptr, cpu::deterministic_dq_backward, CUDA_ENTRY(deterministic_dq)},
 }};
 

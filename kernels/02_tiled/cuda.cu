@@ -5,19 +5,22 @@
 // row (online softmax), rescaling its O accumulator when m grows, and writes only O and
 // LSE = m + ln l. HBM traffic drops from O(N^2) to O(N^2 d / Br) reads of K and V.
 //
-// The picture for d = 128 (8 warps; d = 64 uses 4 warps of 32 rows, two m16 tiles each):
+// The picture (both head dims: 4 warps of 32 rows, two m16 tiles each; FwdTraits in
+// fwd_kernel.cuh holds the shapes):
 //
-//             K/V tile j (Bc = 64 keys), in shared memory, 2 stages (cp.async, double-buffered)
+//             K/V tile j (Bc = 64 keys), in shared memory (d = 64: 3 cp.async stages; d = 128: 2)
 //             +----------------+
 //   Q block   |  S = Q K^T     |        O (Br x d) accumulates in registers
-//  (Br = 128) |  warp 0: 16 rows ----> P = exp2(S*scale*log2e - m) --> O += P V
-//   rows in   |  warp 1: 16 rows      (S accumulators repacked to 16 bits become P's A
-//  registers  |   ...                  fragments: no shared-memory round trip)
-//   (as mma   |  warp 7: 16 rows
-//   A frags)  +----------------+
+//  (Br = 128) |  warp 0: 32 rows ----> P = exp2(S*scale*log2e - m) --> O += P V
+//   rows in   |  warp 1: 32 rows      (S accumulators repacked to 16 bits become P's A
+//   shared    |  warp 2: 32 rows       fragments: no shared-memory round trip)
+//   memory    |  warp 3: 32 rows
+//             +----------------+
+//   Q's A fragments: d = 64 holds them in registers for the whole loop; d = 128 re-reads them by
+//   ldmatrix at every k16 step (O alone is 128 floats per thread there).
 //
-//   per warp, per tile: S 16x64 = 8 mma n8-tiles x 8 k16 steps over d   (ldmatrix of K)
-//                       O 16x128 += P 16x64 . V 64x128: 16 n8-tiles x 4 k16 steps (ldmatrix.trans)
+//   per warp, per tile: S 32x64 = 2 x 8 mma n8-tiles x d/16 k16 steps    (ldmatrix of K)
+//                       O 32xd += P 32x64 . V 64xd: 2 x d/8 n8-tiles x 4 k16 steps (ldmatrix.trans)
 //
 // Pipeline: tile j+1's K and V are copied by cp.async (zero-filled past Nk) while tile j is
 // computed; one __syncthreads per tile. Shared tiles are XOR-swizzled in 16-byte chunks, so both

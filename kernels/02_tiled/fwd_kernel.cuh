@@ -11,8 +11,10 @@
 
 namespace flashlab::cuda::tiled_fwd {
 
-// Block shape per head dim. Every warp owns kRowsPerWarp query rows for the whole loop, holds
-// their Q fragments, S tile and O accumulator in registers; K and V tiles are shared by all warps.
+// Block shape per head dim. Every warp owns kRowsPerWarp query rows for the whole loop and holds
+// their S tile and O accumulator in registers; K and V tiles are shared by all warps. Q fragments
+// are either held in registers for the whole loop (kQInRegs) or re-read from the shared Q tile at
+// every k16 step of Q.K^T.
 template <int D>
 struct FwdTraits;
 
@@ -20,20 +22,24 @@ struct FwdTraits;
 //
 // d = 64: 4 warps x 32 rows (two m16 tiles per warp), so every K/V fragment read from shared
 // memory feeds two MMAs (half the ldmatrix traffic of 16 rows per warp). Per thread: Q 32
-// registers, S 64 floats, O 64 floats; ptxas fits it in 248 registers, so two blocks (8 warps)
-// share an SM. Three K/V stages (3 x 16 KiB + Q 16 KiB = 64 KiB per block).
+// registers, S 64 floats, O 64 floats; ptxas fits it in about 240 registers, so two blocks (8
+// warps) share an SM. Three K/V stages (3 x 16 KiB + Q 16 KiB = 64 KiB per block).
 template <>
 struct FwdTraits<64> {
   static constexpr int Br = 128, Bc = 64, kWarps = 4, kStages = 3, kMinBlocks = 2;
+  static constexpr bool kQInRegs = true;
 };
 
-// d = 128: 8 warps x 16 rows. 32 rows per warp would need Q 64 + O 128 + S 64 = 256 registers
-// and spill; 16 rows need Q 32 + O 64 + S 32 (ptxas: about 232 registers; capping at 128 for two
-// blocks per SM spills ~450 bytes). One block of 8 warps per SM, so shared memory is free to
-// spend on a third K/V stage: Q 32 KiB + 3 x (K 16 + V 16) KiB = 128 KiB.
+// d = 128: 4 warps x 32 rows as well. Per thread O is 128 floats and S 64; Q held for the whole
+// loop would add 64 registers and spill, so Q is re-read from shared memory (8 registers live per
+// k16 step). Per warp and K/V tile that reads Q 8 KiB + K 16 KiB + V 16 KiB for 32 rows, against
+// K + V = 32 KiB for 16 rows with 8 warps x 16 rows and Q in registers: 0.62x the shared-memory
+// reads per row. Two blocks (8 warps) per SM: 2 x (Q 32 KiB + 2 x (K 16 + V 16) KiB) = 192 KiB,
+// so two K/V stages, not three.
 template <>
 struct FwdTraits<128> {
-  static constexpr int Br = 128, Bc = 64, kWarps = 8, kStages = 3, kMinBlocks = 1;
+  static constexpr int Br = 128, Bc = 64, kWarps = 4, kStages = 2, kMinBlocks = 2;
+  static constexpr bool kQInRegs = false;
 };
 
 template <int D>
@@ -43,20 +49,24 @@ constexpr int fwd_smem_bytes() {
 }
 
 // Rows [row0, row0 + kRows) of a [n_rows x D] tensor -> a swizzled kRows x D shared tile. Rows past
-// the end are zero-filled by cp.async and never read from global memory.
+// the end are zero-filled by cp.async and never read from global memory. Each pass of the block
+// copies kPassRows whole rows; kPassRows is a multiple of 8, so a thread's chunk keeps its swizzled
+// column from pass to pass and every pass is the first one's addresses plus a constant.
 template <int kRows, int D, int kThreads, class T>
 __device__ __forceinline__ void load_tile(T* smem, const T* gmem, int row0, int n_rows) {
   constexpr int kChunksPerRow = D / 8;
-  constexpr int kChunks = kRows * kChunksPerRow;
-  static_assert(kChunks % kThreads == 0, "every thread copies the same number of chunks");
+  constexpr int kPassRows = kThreads / kChunksPerRow;
+  static_assert(kThreads % kChunksPerRow == 0 && kPassRows % 8 == 0 && kRows % kPassRows == 0,
+                "every thread copies the same column of kRows / kPassRows rows");
+  const int r = static_cast<int>(threadIdx.x) / kChunksPerRow;
+  const int col = (static_cast<int>(threadIdx.x) % kChunksPerRow) * 8;
+  const int rows_left = n_rows - row0 - r;
+  const T* src = gmem + static_cast<int64_t>(row0 + r) * D + col;
+  const uint32_t dst = smem_addr(smem + swizzled_offset<D>(r, col));
 #pragma unroll
-  for (int i = 0; i < kChunks / kThreads; ++i) {
-    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
-    const int r = c / kChunksPerRow;
-    const int col = (c % kChunksPerRow) * 8;
-    const bool valid = row0 + r < n_rows;
-    const T* src = valid ? gmem + static_cast<int64_t>(row0 + r) * D + col : gmem;
-    cp_async_16(smem_addr(smem + swizzled_offset<D>(r, col)), src, valid);
+  for (int i = 0; i < kRows / kPassRows; ++i) {
+    const bool valid = i * kPassRows < rows_left;
+    cp_async_16(dst + i * kPassRows * D * 2, valid ? src + i * kPassRows * D : gmem, valid);
   }
 }
 
@@ -76,7 +86,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   static_assert(kRowsPerWarp % 16 == 0 && Bc % 16 == 0 && D % 64 == 0, "tile shape");
   static_assert(kStages >= 2, "at least double buffering");
 
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+  extern __shared__ __align__(256) unsigned char smem_raw[];  // see col_step below
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + Br * D;            // kStages tiles of Bc x D
   T* sV = sK + kStages * Bc * D;  // kStages tiles of Bc x D
@@ -123,16 +133,37 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
     cp_async_commit();
   }
 
-  // Q fragments stay in registers for the whole loop.
+  // ldmatrix addresses. Lane l supplies the row address of 8x8 matrix l / 8; its byte offset in a
+  // swizzled tile at column step 0 is computed once per operand. The swizzle XORs the 16-byte
+  // chunk index with row % 8 and, with c < 2 and r < 8, (2 kk + c) ^ r == 2 kk ^ (c ^ r): moving
+  // to the 16 columns of step kk is a single XOR with kk * 32 bytes (tiles are 256-byte aligned),
+  // and moving down by 16 rows adds a constant. No per-fragment address is kept in registers.
+  constexpr int kRow16 = 16 * D * 2;  // bytes in 16 rows of a tile
+  auto col_step = [](uint32_t lane_addr, int kk) {
+    return lane_addr ^ static_cast<uint32_t>(kk << 5);
+  };
+  // Q (A operand, rows = queries): matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15).
+  const uint32_t q_lane =
+      smem_addr(sQ + swizzled_offset<D>(warp_row0 + (lane & 15), (lane >> 4) * 8));
+  // K (B operand of Q.K^T, rows = keys): matrices (cols 0-7, keys 0-7), (cols 8-15, keys 0-7),
+  // (cols 0-7, keys 8-15), (cols 8-15, keys 8-15) = b0, b1 of key tiles n and n + 1.
+  const uint32_t k_lane = static_cast<uint32_t>(
+      2 * swizzled_offset<D>((lane & 7) + ((lane >> 4) << 3), ((lane >> 3) & 1) * 8));
+  // V (B operand of P.V, transposed on load): (keys 0-7 | 8-15) x (cols 0-7 | 8-15).
+  const uint32_t v_lane = static_cast<uint32_t>(
+      2 * swizzled_offset<D>((lane & 7) + (((lane >> 3) & 1) << 3), (lane >> 4) * 8));
+  auto load_q = [&](uint32_t(&frag)[4], int mt, int kk) {
+    ldmatrix_x4(frag, col_step(q_lane, kk) + mt * kRow16);
+  };
   cp_async_wait<kStages - 2>();
   __syncthreads();
-  uint32_t qf[MT][KD][4];
+  uint32_t q_held[Tr::kQInRegs ? MT * KD : 1][4];  // the whole loop's Q fragments, if held
+  if constexpr (Tr::kQInRegs) {
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int kk = 0; kk < KD; ++kk)
-      ldmatrix_x4(qf[mt][kk], smem_addr(sQ + swizzled_offset<D>(warp_row0 + mt * 16 + (lane & 15),
-                                                                kk * 16 + (lane >> 4) * 8)));
+      for (int kk = 0; kk < KD; ++kk) load_q(q_held[mt * KD + kk], mt, kk);
+  }
 
   float o[MT][NO][4];
   float m[MT][2], l[MT][2];  // running max (log2 units, scale folded in) and partial row sums
@@ -150,8 +181,8 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
     if (j + kStages - 1 < n_kv) load_kv(j + kStages - 1);
     cp_async_commit();
 
-    const T* sKj = sK + (j % kStages) * Bc * D;
-    const T* sVj = sV + (j % kStages) * Bc * D;
+    const uint32_t kj = smem_addr(sK + (j % kStages) * Bc * D);
+    const uint32_t vj = smem_addr(sV + (j % kStages) * Bc * D);
 
     // S = Q K^T for this warp's rows: K read as B fragments (rows of K are columns of K^T).
     float s[MT][NS][4];
@@ -161,17 +192,25 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
       for (int n = 0; n < NS; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < KD; ++kk) {
+      uint32_t qf[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (Tr::kQInRegs) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) qf[mt][i] = q_held[mt * KD + kk][i];
+        } else {
+          load_q(qf[mt], mt, kk);
+        }
+      }
 #pragma unroll
       for (int np = 0; np < NS / 2; ++np) {
         uint32_t kf[4];
-        ldmatrix_x4(kf,
-                    smem_addr(sKj + swizzled_offset<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                                       kk * 16 + ((lane >> 3) & 1) * 8)));
+        ldmatrix_x4(kf, col_step(kj + k_lane, kk) + np * kRow16);
         const uint32_t b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_16816<T>(s[mt][2 * np], qf[mt][kk], b0);
-          mma_16816<T>(s[mt][2 * np + 1], qf[mt][kk], b1);
+          mma_16816<T>(s[mt][2 * np], qf[mt], b0);
+          mma_16816<T>(s[mt][2 * np + 1], qf[mt], b1);
         }
       }
     }
@@ -181,15 +220,18 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
     const bool ragged = k0 + Bc > p.Nk;
     const bool diagonal = kCausal && k0 + Bc - 1 > q0 + warp_row0 + p.causal_offset;
     if (ragged || diagonal) {
+      // Relative to this lane's first key k0 + 2 qd and first row q0 + warp_row0 + g: key column c
+      // of the tile is visible to row r of the warp iff c < key_end and c <= diag + r.
+      const int key_end = p.Nk - k0 - 2 * qd;
+      const int diag = q0 + warp_row0 + g + p.causal_offset - k0 - 2 * qd;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int n = 0; n < NS; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int row = q0 + warp_row0 + mt * 16 + g + (e >> 1) * 8;
-            const int col = k0 + n * 8 + 2 * qd + (e & 1);
-            if (col >= p.Nk || (kCausal && col > row + p.causal_offset)) s[mt][n][e] = -INFINITY;
+            const int r = mt * 16 + (e >> 1) * 8, c = n * 8 + (e & 1);
+            if (c >= key_end || (kCausal && c > diag + r)) s[mt][n][e] = -INFINITY;
           }
     }
 
@@ -238,9 +280,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 #pragma unroll
       for (int dp = 0; dp < NO / 2; ++dp) {
         uint32_t vf[4];
-        ldmatrix_x4_trans(
-            vf, smem_addr(sVj + swizzled_offset<D>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
-                                                   dp * 16 + (lane >> 4) * 8)));
+        ldmatrix_x4_trans(vf, col_step(vj + v_lane, dp) + ks * kRow16);
         const uint32_t b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {

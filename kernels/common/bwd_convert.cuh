@@ -2,12 +2,14 @@
 //
 //   atomic-dq:        dQ = scale * accum                                   (one fp32 buffer)
 //   deterministic-dq: dQ = scale * (split[0] + split[1] + ... + split[J])  always in this order
+//                     (nsplits splits; split s holds the sum over the K blocks of outer-K CTA s)
 //
 // Why scale here: the main kernel works with dS = dL/dS where S = scale * Q K^T, so the true
 // gradient is dQ = scale * dS K; multiplying once at the end saves a multiply per partial.
-// For the splits, J is the last K block whose worker visited this row's Q block (first_q_block,
-// the same function the outer-K kernel's loop starts from): splits that were never written are
-// never read, so nothing has to be zeroed first.
+// For the splits, J is the last split whose CTA visited this row's Q block: CTA s's first and
+// smallest K block is j = s, which covers every Q block from first_q_block(s) on (the same
+// function the outer-K kernel's loop starts from), and its later K blocks cover subsets of that.
+// Splits that were never written are never read, so nothing has to be zeroed first.
 //
 // One thread per 8 consecutive elements of dQ (two 16-byte loads per split, one 16-byte store).
 #pragma once
@@ -31,8 +33,9 @@ __global__ void __launch_bounds__(256)
 
   float acc[8] = {};
   for (int j = 0; j < splits; ++j) {
-    // Splits: stop at the first K block that never visited this Q block (the causal schedule is
-    // monotone in j), so unwritten memory is never read. atomic-dq's single buffer was zeroed.
+    // Splits: stop at the first split s whose K block j = s never visited this Q block (the
+    // causal schedule is monotone in j), so unwritten memory is never read. atomic-dq's single
+    // buffer was zeroed.
     if (mode == DqMode::split &&
         first_q_block(j, outer_k_Bc, outer_k_Br, p.offset, p.causal) > q_block)
       break;

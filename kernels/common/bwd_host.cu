@@ -30,6 +30,19 @@ std::string bwd_check(const Problem& p) {
   return {};
 }
 
+int bwd_device_sms() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();  // no device: clear the error, report 0
+      return 0;
+    }
+    return n;
+  }();
+  return sms;
+}
+
 BwdParams bwd_make_params(const DeviceTensors& t) {
   const Problem& pr = t.problem;
   const Shape& s = pr.shape;
@@ -50,6 +63,7 @@ BwdParams bwd_make_params(const DeviceTensors& t) {
   p.scale = static_cast<float>(pr.softmax_scale());
   p.scale_log2 = static_cast<float>(pr.softmax_scale() * 1.4426950408889634);
   p.split_stride = s.q_elems();
+  p.dq_splits = 1;  // deterministic-dq sets its own (bwd_dq_splits)
   return p;
 }
 

@@ -9,7 +9,7 @@
 //   LSE2 = LSE * log2(e), and +inf where LSE = -inf (a row that sees no key), so that
 //          P = exp2(S * scale * log2(e) - LSE2) is exactly 0 there instead of NaN.
 //   D    = rowsum(O * dO), the chapter's identity (16.1).
-//   splits = 0 (recompute), 1 (atomic-dq), ceil(Nk / Bc) (deterministic-dq).
+//   splits = 0 (recompute), 1 (atomic-dq), nsplits = bwd_dq_splits(...) (deterministic-dq).
 #pragma once
 
 #include <cstddef>
@@ -43,13 +43,14 @@ struct BwdParams {
   float scale;           // softmax scale
   float scale_log2;      // scale * log2(e): exp(x * scale) = exp2(x * scale_log2)
   int64_t split_stride;  // elements between two dQ splits: B*H*Nq*d
+  int dq_splits;         // deterministic-dq: CTAs per head of the outer-K kernel, one split each
 };
 
 // How the outer-K kernel delivers its dQ partials.
 enum class DqMode {
   none,    // recompute: no dQ here, a separate outer-Q kernel computes it
   atomic,  // atomic-dq: atomicAdd into one fp32 accumulator, order (and result bits) vary
-  split,   // deterministic-dq: K block j stores into its own fp32 split j
+  split,   // deterministic-dq: CTA s walks K blocks s, ... and sums into its own fp32 split s
 };
 
 // Byte sizes of the workspace pieces (see the layout above).
@@ -65,6 +66,33 @@ inline int64_t bwd_rows_bytes(const Problem& p) {
 inline size_t bwd_workspace_bytes(const Problem& p, int64_t splits) {
   return static_cast<size_t>(2 * bwd_rows_bytes(p) + splits * p.shape.q_elems() * 4);
 }
+
+// How many dQ splits deterministic-dq uses: the number of outer-K CTAs per head, each of which
+// walks ceil(Tc / nsplits) K blocks (Tc = ceil(Nk / Bc)) and owns one fp32 split. More splits
+// cost workspace and convert traffic; fewer leave SMs idle. The outer-K kernel runs one CTA per
+// SM (its registers and shared memory allow no second), so with `sms` SMs the kernel takes about
+//
+//   waves * per_cta = ceil(nsplits * B*H / sms) * ceil(Tc / nsplits)    K-block steps,
+//
+// and nsplits is the smallest value in [1, min(Tc, sms)] within 1/32 of the least such time (the
+// bound can never beat B*H*Tc/sms; the slack keeps a 3% gain from costing dozens of splits). A pure
+// function of the problem and the SM count: dQ is bitwise reproducible run to run on one GPU
+// model, but another SM count may pick another nsplits and give other bits.
+// sms <= 0 (no device to ask) gives the unbounded Tc, one split per K block.
+inline int64_t bwd_dq_splits(const Problem& p, int sms, int64_t Bc) {
+  const int64_t tc = (p.shape.Nk + Bc - 1) / Bc;
+  if (sms <= 0) return tc;
+  const int64_t bh = p.shape.heads(), n_max = tc < sms ? tc : sms;
+  const auto steps = [&](int64_t n) { return (n * bh + sms - 1) / sms * ((tc + n - 1) / n); };
+  int64_t least = steps(1);
+  for (int64_t n = 2; n <= n_max; ++n) least = steps(n) < least ? steps(n) : least;
+  int64_t n = 1;
+  while (32 * steps(n) > 33 * least) ++n;
+  return n;
+}
+
+// The SM count of the current device, read once and cached; 0 when there is no device.
+int bwd_device_sms();
 
 // The shape checks the three backward versions share. Empty when supported.
 std::string bwd_check(const Problem& p);

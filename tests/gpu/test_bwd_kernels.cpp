@@ -5,7 +5,7 @@
 // Matrix: fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097}, plus Nq != Nk
 // shapes (with Nq > Nk under the causal mask the first Nq - Nk rows see no key: LSE = -inf, and
 // their dQ must be exactly 0, never NaN). Also: shapes the versions must reject, and 50-run bitwise
-// reproducibility of deterministic-dq on a ragged causal shape with Nq != Nk.
+// reproducibility of deterministic-dq on ragged and long shapes (CTAs that walk several K blocks).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,10 +46,11 @@ std::vector<BwdCase> bwd_cases() {
     int64_t Nq, Nk, B, H;
   };
   // Heads shrink as N grows so the fp64 reference stays quick. 4097 = 32 * 128 + 1: one key and one
-  // query past the last full tile of every kernel.
-  const S shapes[] = {{1, 1, 2, 3},       {17, 17, 2, 3},   {128, 128, 2, 2}, {1000, 1000, 1, 2},
-                      {4097, 4097, 1, 1}, {17, 1000, 2, 1}, {1000, 17, 1, 2}, {1, 300, 2, 2},
-                      {300, 1, 2, 2},     {200, 4097, 1, 1}};
+  // query past the last full tile of every kernel. 600 x 2100 over 8 heads: 17 K blocks per head,
+  // more than deterministic-dq's CTAs (9 splits on 132 SMs), so its CTAs walk 2 K blocks each.
+  const S shapes[] = {{1, 1, 2, 3},       {17, 17, 2, 3},    {128, 128, 2, 2}, {1000, 1000, 1, 2},
+                      {4097, 4097, 1, 1}, {17, 1000, 2, 1},  {1000, 17, 1, 2}, {1, 300, 2, 2},
+                      {300, 1, 2, 2},     {200, 4097, 1, 1}, {600, 2100, 1, 8}};
   std::vector<BwdCase> cases;
   for (DType t : {DType::f16, DType::bf16})
     for (int64_t d : {64, 128})
@@ -154,7 +155,7 @@ TEST(BwdKernels, RejectUnsupportedShapesWithAMessage) {
 }
 
 // The workspace each version asks for covers what its kernels address: LSE2 and D padded to
-// whole blocks, and 0, 1 or ceil(Nk/128) fp32 copies of dQ.
+// whole blocks, and 0, 1 or nsplits fp32 copies of dQ, 1 <= nsplits <= ceil(Nk/128).
 TEST(BwdKernels, WorkspaceGrowsWithTheDqAccumulators) {
   const Problem p = problem_of({DType::f16, 64, false, 2, 3, 1000, 1000});
   const int64_t dq = p.shape.q_elems() * 4;
@@ -164,13 +165,29 @@ TEST(BwdKernels, WorkspaceGrowsWithTheDqAccumulators) {
   const int64_t rows = ws("recompute");
   EXPECT_GE(rows, 2 * p.shape.lse_elems() * 4);
   EXPECT_EQ(ws("atomic-dq"), rows + dq);
-  EXPECT_EQ(ws("deterministic-dq"), rows + 8 * dq);  // ceil(1000 / 128) = 8 splits
+  const int64_t splits = (ws("deterministic-dq") - rows) / dq;
+  EXPECT_EQ(ws("deterministic-dq"), rows + splits * dq);
+  EXPECT_GE(splits, 1);
+  EXPECT_LE(splits, 8);  // ceil(1000 / 128) = 8 K blocks
 }
 
-TEST(BwdKernels, DeterministicDqIsBitwiseReproducibleOverFiftyRuns) {
+// deterministic-dq keeps a few dQ splits per head, not one per K block: at the largest benchmark
+// shape (B = 1, H = 16, N = 16384, d = 128) one split per K block would be 128 splits, 17 GB.
+TEST(BwdKernels, DeterministicDqWorkspaceIsBoundedAtLongSequences) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
-  // Ragged and causal, more queries than keys (rows without keys) and several K blocks per row.
-  const Problem p = problem_of({DType::f16, 64, true, 2, 3, 1100, 777});
+  const Problem p = problem_of({DType::bf16, 128, false, 1, 16, 16384, 16384});
+  const auto ws = static_cast<int64_t>(find_version("deterministic-dq")->cuda->workspace_bytes(p));
+  const int64_t dq = p.shape.q_elems() * 4;
+  std::cout << "[deterministic-dq] B=1 H=16 N=16384 d=128: workspace " << ws << " bytes, "
+            << ws / dq << " splits\n";
+  EXPECT_LT(ws, int64_t{3} << 30);
+}
+
+class BwdDeterminism : public ::testing::TestWithParam<BwdCase> {};
+
+TEST_P(BwdDeterminism, DeterministicDqIsBitwiseReproducibleOverFiftyRuns) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  const Problem p = problem_of(GetParam());
   const Inputs in = make_inputs(p, 99);
   const Forward fwd_in = reference_forward_for(p, reference::forward(p, in, false));
   cuda::RunOptions o = once();
@@ -188,6 +205,17 @@ TEST(BwdKernels, DeterministicDqIsBitwiseReproducibleOverFiftyRuns) {
     }
   }
 }
+
+// Ragged and causal, more queries than keys (rows without keys) and several K blocks per row; and
+// shapes with more K blocks than the GPU needs CTAs, where each outer-K CTA walks several K blocks
+// into its one split (on 132 SMs: 16 splits of 4 K blocks; 7 splits of ~5 K blocks, causal).
+INSTANTIATE_TEST_SUITE_P(Shapes, BwdDeterminism,
+                         ::testing::Values(BwdCase{DType::f16, 64, true, 2, 3, 1100, 777},
+                                           BwdCase{DType::bf16, 128, false, 1, 8, 3000, 8191},
+                                           BwdCase{DType::f16, 64, true, 2, 8, 4097, 4097}),
+                         [](const ::testing::TestParamInfo<BwdCase>& i) {
+                           return name_of(i.param);
+                         });
 
 }  // namespace
 }  // namespace flashlab
