@@ -1,4 +1,5 @@
 // The JSON document (flashlab.report/v1) and atomic file writing.
+#include "build_info.h"
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,5 @@
 // flashlab: FlashAttention-2 forward and backward, version by version, against an fp64 reference.
+#include "build_info.h"
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>

@@ -1,3 +1,4 @@
+#include "build_info.h"
 #include "report/json_doc.h"
 
 #include <cmath>
