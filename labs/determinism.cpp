@@ -187,14 +187,14 @@ Report determinism(const LabOptions& o) {
   r.observations.push_back(
       zh(o) ? fmt::format("deterministic-dq 的 {} 次运行 dQ {}，dK、dV {}。代价：工作区 {}，是 "
                           "atomic-dq（{}）的 {:.1f} 倍"
-                          "（每个 K 块一份 dQ）；耗时是 atomic-dq 的 {:.2f} 倍。",
+                          "（几份 FP32 dQ 分片）；耗时是 atomic-dq 的 {:.2f} 倍。",
                           kRuns,
                           d.differing == 0 ? "逐位相同" : fmt::format("有 {} 次不同", d.differing),
                           d.dkdv_same ? "也逐位相同" : "却有不同", format_bytes(d.workspace),
                           format_bytes(a.workspace), mem_ratio, time_ratio)
             : fmt::format(
                   "deterministic-dq: dQ {} over {} runs, and dK, dV {}. The price: a workspace "
-                  "of {}, {:.1f}x atomic-dq's {} (one dQ split per K block), and {:.2f}x "
+                  "of {}, {:.1f}x atomic-dq's {} (its fp32 dQ splits), and {:.2f}x "
                   "atomic-dq's time.",
                   d.differing == 0 ? "bitwise identical"
                                    : fmt::format("differed in {} runs", d.differing),

@@ -162,14 +162,18 @@ Report memory(const LabOptions& o) {
                           "dQ 累加缓冲）共 {}（FP16 dQ 的 {:.2f} 倍）；"
                           "deterministic-dq 给每个 K 块一份自己的 dQ（{} 份），共 {}，是 atomic-dq "
                           "的 {:.1f} 倍——"
-                          "这就是可重现的梯度要付的显存。naive 存 FP32 的 S 和 P，要 {}。",
+                          "这就是可重现的梯度要付的显存（这是 CPU 孪生版本的上界；CUDA 版本像 FA2 "
+                          "一样把分片数限制在每个头几份，每个 CTA 依次处理几个 K 块）。naive 存 FP32 "
+                          "的 S 和 P，要 {}。",
                           format_bytes(atomic), atomic / q16, splits, format_bytes(determ),
                           static_cast<double>(determ) / atomic, format_bytes(naive))
             : fmt::format(
                   "The FlashAttention backward needs some workspace too: atomic-dq's, mostly its "
                   "fp32 dQ accumulator, is {} ({:.2f}x the fp16 dQ); deterministic-dq gives "
                   "every K block its own dQ split ({} splits), {} in all, {:.1f}x atomic-dq's: "
-                  "the memory price of reproducible gradients. naive keeps S and P in fp32: {}.",
+                  "the memory price of reproducible gradients (this is the CPU twin's upper bound; "
+                  "the CUDA version, like FA2, bounds the splits to a few per head, each CTA "
+                  "walking several K blocks in a fixed order). naive keeps S and P in fp32: {}.",
                   format_bytes(atomic), atomic / q16, splits, format_bytes(determ),
                   static_cast<double>(determ) / atomic, format_bytes(naive)));
 

@@ -46,7 +46,7 @@ def main():
     print("| kernel | arch | registers | static smem (B) | stack (B) | spill st/ld (B) |")
     print("|---|---|---|---|---|---|")
     for (n, arch), k in sorted(kernels.items(), key=lambda kv: names[kv[0][0]]):
-        short = re.sub(r"\(.*\)$", "", names[n]).replace("flashlab::cuda::", "")
+        short = re.sub(r"\([^()]*\)$", "", names[n]).replace("flashlab::cuda::", "")
         flag = " **spills**" if k["spill_st"] or k["spill_ld"] else ""
         print(f"| `{short}` | {arch} | {k['regs']} | {k['smem']} | {k['stack']} | "
               f"{k['spill_st']}/{k['spill_ld']}{flag} |")

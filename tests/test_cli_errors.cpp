@@ -1,6 +1,7 @@
 // Bad input: one clear message on stderr ("flashlab: error: ..."), exit status 2, nothing on
 // stdout, no output file, and all of it before any large allocation (the shapes here would take
 // minutes or terabytes if validation came late).
+#include "build_info.h"
 #include <gtest/gtest.h>
 
 #include "test_cli_helpers.h"
