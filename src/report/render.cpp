@@ -122,8 +122,12 @@ std::string format_cell(const Column& c, const json& v) {
   return auto_number(v);
 }
 
+// Units in brackets after the heading, except where the cell already says it (bytes, "+3.1%") or
+// the heading does (a ratio "A / B" is dimensionless; the JSON still carries the unit).
 std::string column_heading(const Column& c) {
-  if (c.unit.empty() || c.format == "bytes" || c.unit == c.header) return c.header;
+  if (c.unit.empty() || c.format == "bytes" || c.unit == c.header || c.unit == "ratio" ||
+      c.unit == "%")
+    return c.header;
   return c.header + " [" + c.unit + "]";
 }
 
