@@ -20,34 +20,46 @@
 // CTA, always in the same program order, so the sums are the same bits on every run.
 //
 // Per Q block i, in the paper's notation (S is Br x Bc; this kernel computes its transpose, so
-// that each warp's rows are keys and dK, dV never need a cross-warp reduction):
+// that rows are keys, like the rows of dK_j and dV_j that the CTA accumulates):
 //
 //   S^T  = K_j Q_i^T                  P^T = exp2(S^T * scale*log2e - LSE2_i)   (masked -> 0)
-//   dV_j += P^T dO_i                  dP^T = V_j dO_i^T
-//   dS^T = P^T * (dP^T - D_i)         dK_j += dS^T Q_i
-//   dQ_i += dS K_j                    (dS^T goes through shared memory: every warp needs all keys)
+//   dP^T = V_j dO_i^T                 dS^T = P^T * (dP^T - D_i)
+//   dV_j += P^T dO_i                  dK_j += dS^T Q_i
+//   dQ_i += dS K_j
 //
-// Tiles and warps (Bc = 128 keys per K block, Br = 64 queries per step, 8 warps):
+// Tiles and warps (Bc = 128 keys per K block, Br = 64 queries per step, 8 warps). Each product
+// gets its own warp grid, chosen so that every warp has a 32-wide tile in both directions where it
+// can: a warp tile of m x n reads (m + n) / 16 fragments per 16-deep k step for m*n/128 mma's, so
+// 32 x 32 costs half the shared-memory reads per mma of 16 x 64 (the first layout of this kernel,
+// which held one warp's 16 keys across all Br queries and the whole d of dK_j, dV_j).
 //
-//            Q_i / dO_i (Br x d, double-buffered, cp.async one step ahead)
-//            +------------------+
-//   K_j  w0  | S^T, dP^T: 16 x Br per warp          dK_j, dV_j: 16 x d per warp (registers)
-//   V_j  w1  |                  |
-//  (Bc x d)  ...                |                   dQ_i = dS K_j (Br x d):
-//        w7  |                  |                      +---------+---------+
-//            +------------------+                      | w0      | w4      |  16 rows each,
-//                                                      | w1      | w5      |  d/2 columns each
-//   Shared memory: K_j, V_j, 2 x Q_i, 2 x dO_i,        | w2      | w6      |
-//   dS^T (Bc x Br), 2 x (LSE2_i, D_i) -- all 16-bit    | w3      | w7      |
-//   tiles swizzled (conflict-free ldmatrix).           +---------+---------+
+//   S^T, dP^T (Bc x Br)        dV_j, dK_j (Bc x d)          dQ_i (Br x d), d = 128 (d = 64: 4 x 2)
+//   keys x queries: 4 x 2      keys x d: 4 x 2              queries x d: 2 x 4
+//   +-----+-----+              +---------+---------+        +-----+-----+-----+-----+
+//   | w0  | w4  |  32 x 32     | w0      | w4      |        | w0  | w2  | w4  | w6  |  32 x d/4
+//   | w1  | w5  |  each        | w1      | w5      |        | w1  | w3  | w5  | w7  |
+//   | w2  | w6  |              | w2      | w6      |        +-----+-----+-----+-----+
+//   | w3  | w7  |              | w3      | w7      |  32 x d/2 each, accumulated in registers
+//   +-----+-----+              +---------+---------+  over the whole Q loop
 //
-// Masking: only tiles that cross the causal diagonal or the last (ragged) K block are masked;
-// fully masked Q blocks are never visited (the loop starts at first_q_block), and a K block that no
-// query sees skips its Q loop whole and stores zeros for dK_j, dV_j. Padding query rows have
-// LSE2 = +inf (P = 0) and zero dO and D, so they contribute nothing without a test.
+// A warp's P^T and dS^T tiles are needed by the warps that own other d columns or other queries,
+// so both go through shared memory (rounded to T once; dS uses the same rounded P, as a plain
+// low-precision implementation would). Two barriers per step: one when Q_i has landed (which also
+// frees the buffers of step i-1), one when P^T and dS^T are written.
+//
+//   Shared memory: K_j, V_j, 2 x (Q_i, dO_i, LSE2_i, D_i) (cp.async one step ahead), P^T and
+//   dS^T (Bc x Br each); all 16-bit tiles swizzled (conflict-free ldmatrix): 160.5 KiB at
+//   d = 128 (Br = 64), 162 KiB at d = 64 (Br = 128).
+//
+// Masking: only tiles that cross the causal diagonal or the last (ragged) K block are masked, by
+// a second copy of the softmax step; fully masked Q blocks are never visited (the loop starts at
+// first_q_block), and a K block that no query sees skips its Q loop whole and stores zeros for
+// dK_j, dV_j. Padding query rows have LSE2 = +inf (P = 0) and zero dO and D, so they contribute
+// nothing without a test.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/bwd_params.h"
 #include "common/bwd_tiles.cuh"
@@ -56,25 +68,37 @@
 
 namespace flashlab::cuda::bwd {
 
-// Block sizes (the same for both head dims): 8 warps, 16 keys each, give Bc = 128; Br = 64 keeps
-// the two per-warp 16 x Br score tiles (S^T, dP^T) at 32 fp32 registers each, next to the
-// 2 x (16 x d) dK, dV accumulators (128 registers at d = 128): the largest tiles that fit one
-// thread's 255 registers without spilling. Shared memory: 145 KiB at d = 128, 81 KiB at d = 64.
 template <int kD>
 struct OuterKTraits {
-  static constexpr int Br = 64;
+  // d = 64 takes 128 queries a step: its dK_j, dV_j accumulators are half the size, which leaves
+  // room for 32 x 64 score tiles (a third fewer fragment reads per mma than 32 x 32) and halves
+  // the steps, barriers and prefetches per K block.
+  static constexpr int Br = kD == 64 ? 128 : 64;
   static constexpr int Bc = 128;
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
-  static_assert(Bc == 16 * kWarps, "each warp owns 16 keys");
   static_assert(kD == 64 || kD == 128, "head dims 64 and 128");
+  static_assert(Br <= kRowPad && kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
+
+  // Warp grids (rows x columns of warps) and the warp tile of each product.
+  static constexpr int kSWarpRows = 4;                  // S^T, dP^T: keys x queries
+  static constexpr int kSRows = Bc / kSWarpRows;        // 32 keys
+  static constexpr int kSCols = Br / (kWarps / kSWarpRows);  // 32 queries
+  static constexpr int kKVWarpRows = 4;                 // dK, dV: keys x d
+  static constexpr int kKVRows = Bc / kKVWarpRows;      // 32 keys
+  static constexpr int kKVCols = kD / (kWarps / kKVWarpRows);  // d/2
+  static constexpr int kQWarpRows = kD == 128 ? 2 : 4;  // dQ: queries x d
+  static constexpr int kQRows = Br / kQWarpRows;        // 32 (d = 128) or 16 (d = 64) queries
+  static constexpr int kQCols = kD / (kWarps / kQWarpRows);  // 32 columns of d
+  static_assert(kSRows % 16 == 0 && kSCols % 16 == 0 && kKVRows % 16 == 0 &&
+                    kKVCols % 16 == 0 && kQRows % 16 == 0 && kQCols % 16 == 0,
+                "warp tiles are made of 16 x 16 pieces");
 
   static constexpr int kTileKV = Bc * kD;  // elements
   static constexpr int kTileQ = Br * kD;
-  static constexpr int kTileDS = Bc * Br;
-  static constexpr size_t smem_bytes(DqMode mode) {
-    const int elems = 2 * kTileKV + 4 * kTileQ + (mode == DqMode::none ? 0 : kTileDS);
-    return elems * 2 + 4 * Br * sizeof(float);  // + 2 buffers of LSE2 and D
+  static constexpr int kTileS = Bc * Br;
+  static constexpr size_t smem_bytes(DqMode) {
+    return (2 * kTileKV + 4 * kTileQ + 2 * kTileS) * 2 + 4 * Br * sizeof(float);
   }
 };
 
@@ -82,25 +106,30 @@ template <class T, int kD, DqMode kMode>
 __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(const BwdParams p) {
   using Tr = OuterKTraits<kD>;
   constexpr int Br = Tr::Br, Bc = Tr::Bc, kThreads = Tr::kThreads;
-  constexpr int kNT = Br / 8;  // n8 tiles across a 16 x Br score tile
-  // The k loops of S^T and dP^T stay rolled at d = 128: unrolled, the compiler hoists every
-  // ldmatrix of the loop ahead of its mma's and runs out of registers (spills) beside the
-  // 128 accumulator registers. At d = 64 there is room to unroll.
-  [[maybe_unused]] constexpr int kScoreUnroll = kD == 128 ? 1 : kD / 16;
+  constexpr int kSM = Tr::kSRows / 16, kSN = Tr::kSCols / 8;     // m16 and n8 tiles of S^T
+  constexpr int kKVM = Tr::kKVRows / 16, kKVN = Tr::kKVCols / 8;  // ... of dK_j, dV_j
+  constexpr int kQM = Tr::kQRows / 16, kQN = Tr::kQCols / 8;      // ... of dQ_i
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sK = reinterpret_cast<T*>(smem_raw);
   T* sV = sK + Tr::kTileKV;
   T* sQ = sV + Tr::kTileKV;       // [2][Br x d]
   T* sdO = sQ + 2 * Tr::kTileQ;   // [2][Br x d]
-  T* sdS = sdO + 2 * Tr::kTileQ;  // [Bc x Br], dS^T; only used when kMode != none
-  float* sLSE2 = reinterpret_cast<float*>(sdS + (kMode == DqMode::none ? 0 : Tr::kTileDS));
-  float* sD = sLSE2 + 2 * Br;
+  T* sP = sdO + 2 * Tr::kTileQ;   // [Bc x Br], P^T of this step
+  T* sdS = sP + Tr::kTileS;       // [Bc x Br], dS^T of this step
+  float* sLSE2 = reinterpret_cast<float*>(sdS + Tr::kTileS);  // [2][Br]
+  float* sD = sLSE2 + 2 * Br;                                  // [2][Br]
 
   const int64_t bh = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, qd = lane % 4;  // fragment row group, column quad (mma.cuh)
-  const int warp_key0 = 16 * warp;        // this warp's first key inside the block
+  // This warp's place in each warp grid.
+  const int s_row0 = (warp % Tr::kSWarpRows) * Tr::kSRows;  // keys of its S^T, dP^T tile
+  const int s_col0 = (warp / Tr::kSWarpRows) * Tr::kSCols;  // queries of it
+  const int kv_row0 = (warp % Tr::kKVWarpRows) * Tr::kKVRows;
+  const int kv_col0 = (warp / Tr::kKVWarpRows) * Tr::kKVCols;
+  const int q_row0 = (warp % Tr::kQWarpRows) * Tr::kQRows;
+  const int q_col0 = (warp / Tr::kQWarpRows) * Tr::kQCols;
 
   const T* Q = static_cast<const T*>(p.Q) + bh * p.Nq * kD;
   const T* K = static_cast<const T*>(p.K) + bh * p.Nk * kD;
@@ -125,8 +154,8 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
     const int key0 = j * Bc;
     const int m_begin = first_q_block(j, Bc, Br, p.offset, p.causal);
 
-    float acc_dK[kD / 8][4] = {};
-    float acc_dV[kD / 8][4] = {};
+    float acc_dK[kKVM][kKVN][4] = {};
+    float acc_dV[kKVM][kKVN][4] = {};
 
     auto load_q_block = [&](int i, int buf) {
       load_tile_async<Br, kD, kThreads>(sQ + buf * Tr::kTileQ, Q, i * Br, p.Nq);
@@ -143,7 +172,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
     }
 
     for (int i = m_begin, buf = 0; i < m_end; ++i, buf ^= 1) {
-      // Block i has landed, and every warp is done with block i-1's buffers and with dS^T.
+      // Block i has landed, and every warp is done with block i-1's buffers, P^T and dS^T.
       cp_async_wait<0>();
       __syncthreads();
       if (i + 1 < m_end) load_q_block(i + 1, buf ^ 1);  // overlaps with this step's five matmuls
@@ -154,121 +183,138 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       const float* sLSE2i = sLSE2 + buf * Br;
       const float* sDi = sD + buf * Br;
 
-      // ---- S^T = K_j Q_i^T (16 x Br per warp) ----
-      float s[kNT][4] = {};
-#pragma unroll 1
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        uint32_t a[4];
-        ldsm_a_rowmajor<kD>(a, sK, warp_key0, kk * 16);
+      // ---- S^T = K_j Q_i^T and dP^T = V_j dO_i^T on this warp's 32 keys x 32 queries ----
+      // Element e of n8 tile n of m16 tile m: key row s_row0 + 16m + g (+8 for e >= 2), query
+      // column s_col0 + 8n + 2qd (+1 for odd e).
+      auto scores = [&](float (&acc)[kSM][kSN][4], const T* sA, const T* sB) {
 #pragma unroll
-        for (int nn = 0; nn < Br / 16; ++nn) {
-          uint32_t b[4];
-          ldsm_b_nk<kD>(b, sQi, nn * 16, kk * 16);
-          mma_pair<T>(s[2 * nn], s[2 * nn + 1], a, b);
+        for (int kk = 0; kk < kD / 16; ++kk) {
+          uint32_t a[kSM][4], b[kSN / 2][4];
+#pragma unroll
+          for (int m = 0; m < kSM; ++m) ldsm_a_rowmajor<kD>(a[m], sA, s_row0 + 16 * m, 16 * kk);
+#pragma unroll
+          for (int n = 0; n < kSN / 2; ++n) ldsm_b_nk<kD>(b[n], sB, s_col0 + 16 * n, 16 * kk);
+#pragma unroll
+          for (int m = 0; m < kSM; ++m)
+#pragma unroll
+            for (int n = 0; n < kSN / 2; ++n) mma_pair<T>(acc[m][2 * n], acc[m][2 * n + 1], a[m], b[n]);
         }
-      }
+      };
 
-      // ---- P^T = exp2(S^T * scale*log2e - LSE2), masked entries -> 0 ----
-      // Element e of n8 tile n: key row g (+8 for e >= 2), query column n*8 + 2*qd (+1 for odd e).
-      const bool mask_tile = (p.causal && key0 + Bc - 1 > i * Br + p.offset) || key0 + Bc > p.Nk;
+      float s[kSM][kSN][4] = {};
+      scores(s, sK, sQi);
+
+      // ---- P^T = exp2(S^T * scale*log2e - LSE2), masked entries -> 0, rounded to T ----
+      // Two copies of the loop: the masked one runs only on tiles that cross the causal diagonal
+      // or the end of the keys.
+      uint32_t pt[kSM][kSN][2];  // P^T as T pairs: [0] row g, [1] row g + 8
+      auto softmax = [&](auto masked) {
 #pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        const float2 lse2 = *reinterpret_cast<const float2*>(sLSE2i + n * 8 + 2 * qd);
+        for (int n = 0; n < kSN; ++n) {
+          const float2 lse2 =
+              *reinterpret_cast<const float2*>(sLSE2i + s_col0 + n * 8 + 2 * qd);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float pv = fast_exp2(fmaf(s[n][e], p.scale_log2, -(e % 2 ? lse2.y : lse2.x)));
-          if (mask_tile) {
-            const int key = key0 + warp_key0 + g + (e / 2) * 8;
-            const int query = i * Br + n * 8 + 2 * qd + e % 2;
-            if (key >= p.Nk || (p.causal && key > query + p.offset)) pv = 0.f;
+          for (int m = 0; m < kSM; ++m) {
+            float pv[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              pv[e] = fast_exp2(fmaf(s[m][n][e], p.scale_log2, -(e % 2 ? lse2.y : lse2.x)));
+              if constexpr (decltype(masked)::value) {
+                const int key = key0 + s_row0 + 16 * m + g + (e / 2) * 8;
+                const int query = i * Br + s_col0 + n * 8 + 2 * qd + e % 2;
+                if (key >= p.Nk || (p.causal && key > query + p.offset)) pv[e] = 0.f;
+              }
+            }
+            pt[m][n][0] = ElemTraits<T>::pack(pv[0], pv[1]);
+            pt[m][n][1] = ElemTraits<T>::pack(pv[2], pv[3]);
           }
-          s[n][e] = pv;
         }
+      };
+      const bool mask_tile = (p.causal && key0 + Bc - 1 > i * Br + p.offset) || key0 + Bc > p.Nk;
+      if (mask_tile) {
+        softmax(std::true_type{});
+      } else {
+        softmax(std::false_type{});
       }
 
-      // ---- P^T rounded to T once, as the A fragments of P^T dO (16 registers instead of 32):
-      // the fp32 copy dies here, which keeps d = 128 under 255 registers. dS below uses the same
-      // rounded P, as a plain low-precision implementation would.
-      uint32_t pa[Br / 16][4];
+      // Stores this warp's tile of T pairs into a Bc x Br tile of shared memory. A 16 x 16 piece
+      // (n8 tiles n, n+1; rows g and g+8) holds its values where an A fragment would, so on sm_90
+      // one stmatrix writes it (the inverse of the ldmatrix that reads A); else 8 plain stores.
+      auto store_tile = [&](T* tile, const uint32_t (&v)[kSM][kSN][2]) {
 #pragma unroll
-      for (int kk = 0; kk < Br / 16; ++kk) c_to_a<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
+        for (int m = 0; m < kSM; ++m)
+#pragma unroll
+          for (int n = 0; n < kSN; n += 2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            const uint32_t piece[4] = {v[m][n][0], v[m][n][1], v[m][n + 1][0], v[m][n + 1][1]};
+            stmatrix_x4(smem_addr(tile + lane_offset<Br>(s_row0 + 16 * m, s_col0 + 8 * n,
+                                                         lane % 16, lane / 16)),
+                        piece);
+#else
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+              const int r = s_row0 + 16 * m + g + 8 * (h % 2), c = s_col0 + (n + h / 2) * 8 + 2 * qd;
+              *reinterpret_cast<uint32_t*>(tile + swizzled_offset<Br>(r, c)) = v[m][n + h / 2][h % 2];
+            }
+#endif
+          }
+      };
+      store_tile(sP, pt);
 
-        // ---- dV_j += P^T dO_i: P^T straight from registers as the A operand ----
-#pragma unroll
-      for (int kk = 0; kk < Br / 16; ++kk) {
-#pragma unroll
-        for (int nn = 0; nn < kD / 16; ++nn) {
-          uint32_t b[4];
-          ldsm_b_kn<kD>(b, sdOi, kk * 16, nn * 16);
-          mma_pair<T>(acc_dV[2 * nn], acc_dV[2 * nn + 1], pa[kk], b);
-        }
-      }
-
-      // ---- dP^T = V_j dO_i^T ----
-      float dp[kNT][4] = {};
-#pragma unroll 1
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        uint32_t a[4];
-        ldsm_a_rowmajor<kD>(a, sV, warp_key0, kk * 16);
-#pragma unroll
-        for (int nn = 0; nn < Br / 16; ++nn) {
-          uint32_t b[4];
-          ldsm_b_nk<kD>(b, sdOi, nn * 16, kk * 16);
-          mma_pair<T>(dp[2 * nn], dp[2 * nn + 1], a, b);
-        }
-      }
+      float dp[kSM][kSN][4] = {};
+      scores(dp, sV, sdOi);
 
       // ---- dS^T = P^T * (dP^T - D): D is per query, i.e. per column here ----
-      // pa[kk] holds P^T of n8 tiles 2kk (regs 0,1) and 2kk+1 (regs 2,3), two values per register.
+      uint32_t dst[kSM][kSN][2];
 #pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        const float2 d = *reinterpret_cast<const float2*>(sDi + n * 8 + 2 * qd);
-        const float2 p_lo = ElemTraits<T>::unpack(pa[n / 2][(n % 2) * 2]);      // row g
-        const float2 p_hi = ElemTraits<T>::unpack(pa[n / 2][(n % 2) * 2 + 1]);  // row g + 8
-        dp[n][0] = p_lo.x * (dp[n][0] - d.x);
-        dp[n][1] = p_lo.y * (dp[n][1] - d.y);
-        dp[n][2] = p_hi.x * (dp[n][2] - d.x);
-        dp[n][3] = p_hi.y * (dp[n][3] - d.y);
-      }
-
-      // ---- dK_j += dS^T Q_i (scaled by `scale` once, at the end) ----
+      for (int n = 0; n < kSN; ++n) {
+        const float2 d = *reinterpret_cast<const float2*>(sDi + s_col0 + n * 8 + 2 * qd);
 #pragma unroll
-      for (int kk = 0; kk < Br / 16; ++kk) {
-        uint32_t a[4];
-        c_to_a<T>(a, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-        for (int nn = 0; nn < kD / 16; ++nn) {
-          uint32_t b[4];
-          ldsm_b_kn<kD>(b, sQi, kk * 16, nn * 16);
-          mma_pair<T>(acc_dK[2 * nn], acc_dK[2 * nn + 1], a, b);
+        for (int m = 0; m < kSM; ++m) {
+          const float2 p_lo = ElemTraits<T>::unpack(pt[m][n][0]);  // row g
+          const float2 p_hi = ElemTraits<T>::unpack(pt[m][n][1]);  // row g + 8
+          dst[m][n][0] = ElemTraits<T>::pack(p_lo.x * (dp[m][n][0] - d.x), p_lo.y * (dp[m][n][1] - d.y));
+          dst[m][n][1] = ElemTraits<T>::pack(p_hi.x * (dp[m][n][2] - d.x), p_hi.y * (dp[m][n][3] - d.y));
         }
       }
+      store_tile(sdS, dst);
+      __syncthreads();  // P^T and dS^T of the whole block are in shared memory
+
+      // ---- dV_j += P^T dO_i and dK_j += dS^T Q_i (scaled by `scale` once, at the end) ----
+      // This warp's 32 keys x d/2 columns; k runs over the Br queries of the step.
+      auto accumulate_kv = [&](float (&acc)[kKVM][kKVN][4], const T* sA, const T* sB) {
+#pragma unroll
+        for (int kk = 0; kk < Br / 16; ++kk) {
+          uint32_t a[kKVM][4];
+#pragma unroll
+          for (int m = 0; m < kKVM; ++m) ldsm_a_rowmajor<Br>(a[m], sA, kv_row0 + 16 * m, 16 * kk);
+#pragma unroll
+          for (int n = 0; n < kKVN / 2; ++n) {
+            uint32_t b[4];
+            ldsm_b_kn<kD>(b, sB, 16 * kk, kv_col0 + 16 * n);
+#pragma unroll
+            for (int m = 0; m < kKVM; ++m) mma_pair<T>(acc[m][2 * n], acc[m][2 * n + 1], a[m], b);
+          }
+        }
+      };
+      accumulate_kv(acc_dV, sP, sdOi);
+      accumulate_kv(acc_dK, sdS, sQi);
 
       if constexpr (kMode != DqMode::none) {
-        // ---- dS^T -> shared memory: dQ_i needs, for each query, the dS of all Bc keys ----
-#pragma unroll
-        for (int n = 0; n < kNT; ++n) {
-          const int r = warp_key0 + g, c = n * 8 + 2 * qd;
-          *reinterpret_cast<uint32_t*>(sdS + swizzled_offset<Br>(r, c)) =
-              ElemTraits<T>::pack(dp[n][0], dp[n][1]);
-          *reinterpret_cast<uint32_t*>(sdS + swizzled_offset<Br>(r + 8, c)) =
-              ElemTraits<T>::pack(dp[n][2], dp[n][3]);
-        }
-        __syncthreads();
-
-        // ---- dQ_i (partial over this K block) = dS K_j: warp (wm, wn) owns 16 rows x d/2 ----
-        const int wm = warp % 4, wn = warp / 4;
-        constexpr int kCols = kD / 2;
-        float dq[kCols / 8][4] = {};
+        // ---- dQ_i (partial over this K block) = dS K_j: this warp's kQRows x 32 tile ----
+        float dq[kQM][kQN][4] = {};
 #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {
-          uint32_t a[4];
-          ldsm_a_colmajor<Br>(a, sdS, kk * 16, wm * 16);  // dS = (dS^T)^T: the .trans load
+          uint32_t a[kQM][4];
 #pragma unroll
-          for (int nn = 0; nn < kCols / 16; ++nn) {
+          for (int m = 0; m < kQM; ++m)
+            ldsm_a_colmajor<Br>(a[m], sdS, 16 * kk, q_row0 + 16 * m);  // dS = (dS^T)^T
+#pragma unroll
+          for (int n = 0; n < kQN / 2; ++n) {
             uint32_t b[4];
-            ldsm_b_kn<kD>(b, sK, kk * 16, wn * kCols + nn * 16);
-            mma_pair<T>(dq[2 * nn], dq[2 * nn + 1], a, b);
+            ldsm_b_kn<kD>(b, sK, 16 * kk, q_col0 + 16 * n);
+#pragma unroll
+            for (int m = 0; m < kQM; ++m) mma_pair<T>(dq[m][2 * n], dq[m][2 * n + 1], a[m], b);
           }
         }
 
@@ -276,47 +322,51 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
         // split:  CTA s owns split s; its first K block stores, its later ones add. The element a
         //         thread touches depends only on (threadIdx, i), so one thread does every store and
         //         add of an element, in program order: the same sum, bit for bit, on every run.
-        float* dst = p.dQ_accum + (kMode == DqMode::split ? blockIdx.x * p.split_stride : 0) +
-                     bh * p.Nq * kD;
+        float* dst_q = p.dQ_accum + (kMode == DqMode::split ? blockIdx.x * p.split_stride : 0) +
+                       bh * p.Nq * kD;
 #pragma unroll
-        for (int n = 0; n < kCols / 8; ++n) {
+        for (int m = 0; m < kQM; ++m)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int row = i * Br + wm * 16 + g + 8 * h;
+            const int row = i * Br + q_row0 + 16 * m + g + 8 * h;
             if (row >= p.Nq) continue;
-            float* at = dst + static_cast<int64_t>(row) * kD + wn * kCols + n * 8 + 2 * qd;
-            if (kMode == DqMode::atomic || (kMode == DqMode::split && !first)) {
+            float* at = dst_q + static_cast<int64_t>(row) * kD + q_col0 + 2 * qd;
+#pragma unroll
+            for (int n = 0; n < kQN; ++n) {
+              const float2 v = make_float2(dq[m][n][2 * h], dq[m][n][2 * h + 1]);
+              if (kMode == DqMode::atomic || (kMode == DqMode::split && !first)) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-              atomicAdd(reinterpret_cast<float2*>(at), make_float2(dq[n][2 * h], dq[n][2 * h + 1]));
+                atomicAdd(reinterpret_cast<float2*>(at + 8 * n), v);
 #else
-              atomicAdd(at, dq[n][2 * h]);
-              atomicAdd(at + 1, dq[n][2 * h + 1]);
+                atomicAdd(at + 8 * n, v.x);
+                atomicAdd(at + 8 * n + 1, v.y);
 #endif
-            } else {
-              *reinterpret_cast<float2*>(at) = make_float2(dq[n][2 * h], dq[n][2 * h + 1]);
+              } else {
+                *reinterpret_cast<float2*>(at + 8 * n) = v;
+              }
             }
           }
-        }
       }
     }
 
     // ---- dK_j = scale * dS^T Q, dV_j = P^T dO: one store per key row (zeros if never visited)
-    // ----
     T* dK = static_cast<T*>(p.dK) + bh * p.Nk * kD;
     T* dV = static_cast<T*>(p.dV) + bh * p.Nk * kD;
 #pragma unroll
-    for (int n = 0; n < kD / 8; ++n) {
+    for (int m = 0; m < kKVM; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int key = key0 + warp_key0 + g + 8 * h;
+        const int key = key0 + kv_row0 + 16 * m + g + 8 * h;
         if (key >= p.Nk) continue;
-        const int64_t at = static_cast<int64_t>(key) * kD + n * 8 + 2 * qd;
-        *reinterpret_cast<uint32_t*>(dK + at) =
-            ElemTraits<T>::pack(acc_dK[n][2 * h] * p.scale, acc_dK[n][2 * h + 1] * p.scale);
-        *reinterpret_cast<uint32_t*>(dV + at) =
-            ElemTraits<T>::pack(acc_dV[n][2 * h], acc_dV[n][2 * h + 1]);
+#pragma unroll
+        for (int n = 0; n < kKVN; ++n) {
+          const int64_t at = static_cast<int64_t>(key) * kD + kv_col0 + n * 8 + 2 * qd;
+          *reinterpret_cast<uint32_t*>(dK + at) =
+              ElemTraits<T>::pack(acc_dK[m][n][2 * h] * p.scale, acc_dK[m][n][2 * h + 1] * p.scale);
+          *reinterpret_cast<uint32_t*>(dV + at) =
+              ElemTraits<T>::pack(acc_dV[m][n][2 * h], acc_dV[m][n][2 * h + 1]);
+        }
       }
-    }
     // The next K block reloads K, V, Q and dO: every warp must be done reading this one's tiles.
     if constexpr (kWalk) __syncthreads();
   }  // K blocks of this CTA
