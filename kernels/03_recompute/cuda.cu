@@ -6,8 +6,8 @@
 // atomics: each gradient has one owner.
 //
 //   preprocess   D, LSE2                                        (common/bwd_preprocess.cuh)
-//   dK, dV       outer loop over K blocks (Bc = 128, 8 warps x 16 keys), inner over Q blocks
-//                (Br = 64): S^T, P^T, dV += P^T dO, dP^T, dS^T, dK += dS^T Q -- 4 matmuls
+//   dK, dV       outer loop over K blocks (Bc = 128, 8 warps), inner over Q blocks
+//                (Br = 64 or 128): S^T, P^T, dV += P^T dO, dP^T, dS^T, dK += dS^T Q -- 4 matmuls
 //                                                              (common/bwd_outer_k.cuh,
 //                                                              DqMode::none)
 //   dQ           outer loop over Q blocks (Br = 128, 8 warps x 16 queries), inner over K blocks

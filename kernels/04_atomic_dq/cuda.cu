@@ -7,7 +7,8 @@
 //
 //   preprocess   D = rowsum(O*dO), LSE2 = LSE*log2(e)          (common/bwd_preprocess.cuh)
 //   memset       dQ_accum = 0                                  (part of every backward call)
-//   outer-K      grid (ceil(Nk/Bc), B*H), Bc = 128 keys x 8 warps, Br = 64 queries per step
+//   outer-K      grid (ceil(Nk/Bc), B*H), Bc = 128 keys, 8 warps, Br = 64 (d = 128) or 128
+//                (d = 64) queries per step
 //                dK, dV stored once per CTA; dQ_accum += dS K_j by atomicAdd   (bwd_outer_k.cuh)
 //   convert      dQ = scale * dQ_accum                         (common/bwd_convert.cuh)
 //

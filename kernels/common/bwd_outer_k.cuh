@@ -27,17 +27,18 @@
 //   dV_j += P^T dO_i                  dK_j += dS^T Q_i
 //   dQ_i += dS K_j
 //
-// Tiles and warps (Bc = 128 keys per K block, Br = 64 queries per step, 8 warps). Each product
-// gets its own warp grid, chosen so that every warp has a 32-wide tile in both directions where it
-// can: a warp tile of m x n reads (m + n) / 16 fragments per 16-deep k step for m*n/128 mma's, so
-// 32 x 32 costs half the shared-memory reads per mma of 16 x 64 (the first layout of this kernel,
-// which held one warp's 16 keys across all Br queries and the whole d of dK_j, dV_j).
+// Tiles and warps (Bc = 128 keys per K block, 8 warps; Br = 64 queries per step at d = 128, 128
+// at d = 64). Each product gets its own warp grid, so that every warp tile is at least 32 wide in
+// both directions: a warp tile of m x n reads (m + n) / 16 ldmatrix.x4 fragments per 16-deep k
+// step for m*n/128 mma's, so 32 x 32 reads 4 per 8 mma's and 32 x 64 reads 6 per 16, where the
+// first layout of this kernel (each warp 16 keys across all 64 queries, and the whole d of its
+// dK_j, dV_j rows) read 5 per 8 for S^T and dP^T and 4 to 6 per 8 for the other products.
 //
-//   S^T, dP^T (Bc x Br)        dV_j, dK_j (Bc x d)          dQ_i (Br x d), d = 128 (d = 64: 4 x 2)
-//   keys x queries: 4 x 2      keys x d: 4 x 2              queries x d: 2 x 4
+//   S^T, dP^T (Bc x Br)        dV_j, dK_j (Bc x d)          dQ_i (Br x d): 2 x 4 at d = 128
+//   keys x queries: 4 x 2      keys x d: 4 x 2              (shown), 4 x 2 at d = 64
 //   +-----+-----+              +---------+---------+        +-----+-----+-----+-----+
-//   | w0  | w4  |  32 x 32     | w0      | w4      |        | w0  | w2  | w4  | w6  |  32 x d/4
-//   | w1  | w5  |  each        | w1      | w5      |        | w1  | w3  | w5  | w7  |
+//   | w0  | w4  |  32 x Br/2   | w0      | w4      |        | w0  | w2  | w4  | w6  |  32 x 32
+//   | w1  | w5  |  each        | w1      | w5      |        | w1  | w3  | w5  | w7  |  each
 //   | w2  | w6  |              | w2      | w6      |        +-----+-----+-----+-----+
 //   | w3  | w7  |              | w3      | w7      |  32 x d/2 each, accumulated in registers
 //   +-----+-----+              +---------+---------+  over the whole Q loop
@@ -48,7 +49,7 @@
 // frees the buffers of step i-1), one when P^T and dS^T are written.
 //
 //   Shared memory: K_j, V_j, 2 x (Q_i, dO_i, LSE2_i, D_i) (cp.async one step ahead), P^T and
-//   dS^T (Bc x Br each); all 16-bit tiles swizzled (conflict-free ldmatrix): 160.5 KiB at
+//   dS^T (Bc x Br each); all 16-bit tiles swizzled (conflict-free ldmatrix): 161 KiB at
 //   d = 128 (Br = 64), 162 KiB at d = 64 (Br = 128).
 //
 // Masking: only tiles that cross the causal diagonal or the last (ragged) K block are masked, by
@@ -71,7 +72,7 @@ namespace flashlab::cuda::bwd {
 template <int kD>
 struct OuterKTraits {
   // d = 64 takes 128 queries a step: its dK_j, dV_j accumulators are half the size, which leaves
-  // room for 32 x 64 score tiles (a third fewer fragment reads per mma than 32 x 32) and halves
+  // room for 32 x 64 score tiles (a quarter fewer fragment reads per mma than 32 x 32) and halves
   // the steps, barriers and prefetches per K block.
   static constexpr int Br = kD == 64 ? 128 : 64;
   static constexpr int Bc = 128;

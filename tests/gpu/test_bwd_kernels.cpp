@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -216,44 +215,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BwdDeterminism,
                          [](const ::testing::TestParamInfo<BwdCase>& i) {
                            return name_of(i.param);
                          });
-
-}  // namespace
-}  // namespace flashlab
-
-namespace flashlab {
-namespace {
-
-// Not a check: times the three backwards at the chapter's benchmark shapes (B*N = 16k tokens,
-// hidden 2048) next to each other, with O and LSE from the CUDA tiled forward. Run it with
-// --gtest_also_run_disabled_tests; `flashlab bench` is the tool for real sweeps.
-TEST(BwdKernels, DISABLED_TimeAtBenchShapes) {
-  FLASHLAB_SKIP_WITHOUT_DEVICE();
-  const VersionInfo* tiled = find_version("tiled");
-  ASSERT_TRUE(tiled && tiled->cuda && tiled->cuda->forward);
-  for (int64_t d : {64, 128})
-    for (bool causal : {false, true}) {
-      const int64_t N = 4096, B = 4, H = 2048 / d;
-      const Problem p = problem_of({DType::bf16, d, causal, B, H, N, N});
-      const Inputs in = make_inputs(p, 5);
-      const Forward fwd = cuda::run(*tiled->cuda, p, in, nullptr, once()).fwd;
-      cuda::RunOptions o;
-      o.warmup = 3;
-      o.repeats = 10;
-      o.bitwise_repeats = 0;
-      const double flops = 2.5 * 4.0 * B * H * N * N * d * (causal ? 0.5 : 1.0);
-      for (const char* id : kBackwardIds) {
-        const cuda::RunResult r = cuda::run(*find_version(id)->cuda, p, in, &fwd, o);
-        std::vector<double> ms = r.bwd_time.ms;
-        std::sort(ms.begin(), ms.end());
-        const double med = ms[ms.size() / 2];
-        std::printf(
-            "[time] bf16 d=%ld N=%ld B=%ld H=%ld %-6s %-17s median %.3f ms (min %.3f max "
-            "%.3f) %.1f TFLOP/s\n",
-            static_cast<long>(d), static_cast<long>(N), static_cast<long>(B), static_cast<long>(H),
-            causal ? "causal" : "full", id, med, ms.front(), ms.back(), flops / med * 1e-9);
-      }
-    }
-}
 
 }  // namespace
 }  // namespace flashlab
