@@ -82,17 +82,17 @@ struct OuterKTraits {
   static_assert(Br <= kRowPad && kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
 
   // Warp grids (rows x columns of warps) and the warp tile of each product.
-  static constexpr int kSWarpRows = 4;                  // S^T, dP^T: keys x queries
-  static constexpr int kSRows = Bc / kSWarpRows;        // 32 keys
-  static constexpr int kSCols = Br / (kWarps / kSWarpRows);  // 32 queries
-  static constexpr int kKVWarpRows = 4;                 // dK, dV: keys x d
-  static constexpr int kKVRows = Bc / kKVWarpRows;      // 32 keys
+  static constexpr int kSWarpRows = 4;                         // S^T, dP^T: keys x queries
+  static constexpr int kSRows = Bc / kSWarpRows;               // 32 keys
+  static constexpr int kSCols = Br / (kWarps / kSWarpRows);    // Br/2 queries
+  static constexpr int kKVWarpRows = 4;                        // dK, dV: keys x d
+  static constexpr int kKVRows = Bc / kKVWarpRows;             // 32 keys
   static constexpr int kKVCols = kD / (kWarps / kKVWarpRows);  // d/2
-  static constexpr int kQWarpRows = kD == 128 ? 2 : 4;  // dQ: queries x d
-  static constexpr int kQRows = Br / kQWarpRows;        // 32 (d = 128) or 16 (d = 64) queries
-  static constexpr int kQCols = kD / (kWarps / kQWarpRows);  // 32 columns of d
-  static_assert(kSRows % 16 == 0 && kSCols % 16 == 0 && kKVRows % 16 == 0 &&
-                    kKVCols % 16 == 0 && kQRows % 16 == 0 && kQCols % 16 == 0,
+  static constexpr int kQWarpRows = kD == 128 ? 2 : 4;         // dQ: queries x d
+  static constexpr int kQRows = Br / kQWarpRows;               // 32 queries
+  static constexpr int kQCols = kD / (kWarps / kQWarpRows);    // 32 columns of d
+  static_assert(kSRows % 16 == 0 && kSCols % 16 == 0 && kKVRows % 16 == 0 && kKVCols % 16 == 0 &&
+                    kQRows % 16 == 0 && kQCols % 16 == 0,
                 "warp tiles are made of 16 x 16 pieces");
 
   static constexpr int kTileKV = Bc * kD;  // elements
@@ -107,19 +107,19 @@ template <class T, int kD, DqMode kMode>
 __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(const BwdParams p) {
   using Tr = OuterKTraits<kD>;
   constexpr int Br = Tr::Br, Bc = Tr::Bc, kThreads = Tr::kThreads;
-  constexpr int kSM = Tr::kSRows / 16, kSN = Tr::kSCols / 8;     // m16 and n8 tiles of S^T
+  constexpr int kSM = Tr::kSRows / 16, kSN = Tr::kSCols / 8;      // m16 and n8 tiles of S^T
   constexpr int kKVM = Tr::kKVRows / 16, kKVN = Tr::kKVCols / 8;  // ... of dK_j, dV_j
   constexpr int kQM = Tr::kQRows / 16, kQN = Tr::kQCols / 8;      // ... of dQ_i
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sK = reinterpret_cast<T*>(smem_raw);
   T* sV = sK + Tr::kTileKV;
-  T* sQ = sV + Tr::kTileKV;       // [2][Br x d]
-  T* sdO = sQ + 2 * Tr::kTileQ;   // [2][Br x d]
-  T* sP = sdO + 2 * Tr::kTileQ;   // [Bc x Br], P^T of this step
-  T* sdS = sP + Tr::kTileS;       // [Bc x Br], dS^T of this step
+  T* sQ = sV + Tr::kTileKV;                                   // [2][Br x d]
+  T* sdO = sQ + 2 * Tr::kTileQ;                               // [2][Br x d]
+  T* sP = sdO + 2 * Tr::kTileQ;                               // [Bc x Br], P^T of this step
+  T* sdS = sP + Tr::kTileS;                                   // [Bc x Br], dS^T of this step
   float* sLSE2 = reinterpret_cast<float*>(sdS + Tr::kTileS);  // [2][Br]
-  float* sD = sLSE2 + 2 * Br;                                  // [2][Br]
+  float* sD = sLSE2 + 2 * Br;                                 // [2][Br]
 
   const int64_t bh = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -184,10 +184,10 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       const float* sLSE2i = sLSE2 + buf * Br;
       const float* sDi = sD + buf * Br;
 
-      // ---- S^T = K_j Q_i^T and dP^T = V_j dO_i^T on this warp's 32 keys x 32 queries ----
+      // ---- S^T = K_j Q_i^T and dP^T = V_j dO_i^T on this warp's 32 keys x Br/2 queries ----
       // Element e of n8 tile n of m16 tile m: key row s_row0 + 16m + g (+8 for e >= 2), query
       // column s_col0 + 8n + 2qd (+1 for odd e).
-      auto scores = [&](float (&acc)[kSM][kSN][4], const T* sA, const T* sB) {
+      auto scores = [&](float(&acc)[kSM][kSN][4], const T* sA, const T* sB) {
 #pragma unroll
         for (int kk = 0; kk < kD / 16; ++kk) {
           uint32_t a[kSM][4], b[kSN / 2][4];
@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
 #pragma unroll
           for (int m = 0; m < kSM; ++m)
 #pragma unroll
-            for (int n = 0; n < kSN / 2; ++n) mma_pair<T>(acc[m][2 * n], acc[m][2 * n + 1], a[m], b[n]);
+            for (int n = 0; n < kSN / 2; ++n)
+              mma_pair<T>(acc[m][2 * n], acc[m][2 * n + 1], a[m], b[n]);
         }
       };
 
@@ -212,8 +213,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       auto softmax = [&](auto masked) {
 #pragma unroll
         for (int n = 0; n < kSN; ++n) {
-          const float2 lse2 =
-              *reinterpret_cast<const float2*>(sLSE2i + s_col0 + n * 8 + 2 * qd);
+          const float2 lse2 = *reinterpret_cast<const float2*>(sLSE2i + s_col0 + n * 8 + 2 * qd);
 #pragma unroll
           for (int m = 0; m < kSM; ++m) {
             float pv[4];
@@ -241,21 +241,23 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       // Stores this warp's tile of T pairs into a Bc x Br tile of shared memory. A 16 x 16 piece
       // (n8 tiles n, n+1; rows g and g+8) holds its values where an A fragment would, so on sm_90
       // one stmatrix writes it (the inverse of the ldmatrix that reads A); else 8 plain stores.
-      auto store_tile = [&](T* tile, const uint32_t (&v)[kSM][kSN][2]) {
+      auto store_tile = [&](T* tile, const uint32_t(&v)[kSM][kSN][2]) {
 #pragma unroll
         for (int m = 0; m < kSM; ++m)
 #pragma unroll
           for (int n = 0; n < kSN; n += 2) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
             const uint32_t piece[4] = {v[m][n][0], v[m][n][1], v[m][n + 1][0], v[m][n + 1][1]};
-            stmatrix_x4(smem_addr(tile + lane_offset<Br>(s_row0 + 16 * m, s_col0 + 8 * n,
-                                                         lane % 16, lane / 16)),
+            stmatrix_x4(smem_addr(tile + lane_offset<Br>(s_row0 + 16 * m, s_col0 + 8 * n, lane % 16,
+                                                         lane / 16)),
                         piece);
 #else
 #pragma unroll
             for (int h = 0; h < 4; ++h) {
-              const int r = s_row0 + 16 * m + g + 8 * (h % 2), c = s_col0 + (n + h / 2) * 8 + 2 * qd;
-              *reinterpret_cast<uint32_t*>(tile + swizzled_offset<Br>(r, c)) = v[m][n + h / 2][h % 2];
+              const int r = s_row0 + 16 * m + g + 8 * (h % 2),
+                        c = s_col0 + (n + h / 2) * 8 + 2 * qd;
+              *reinterpret_cast<uint32_t*>(tile + swizzled_offset<Br>(r, c)) =
+                  v[m][n + h / 2][h % 2];
             }
 #endif
           }
@@ -274,8 +276,10 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
         for (int m = 0; m < kSM; ++m) {
           const float2 p_lo = ElemTraits<T>::unpack(pt[m][n][0]);  // row g
           const float2 p_hi = ElemTraits<T>::unpack(pt[m][n][1]);  // row g + 8
-          dst[m][n][0] = ElemTraits<T>::pack(p_lo.x * (dp[m][n][0] - d.x), p_lo.y * (dp[m][n][1] - d.y));
-          dst[m][n][1] = ElemTraits<T>::pack(p_hi.x * (dp[m][n][2] - d.x), p_hi.y * (dp[m][n][3] - d.y));
+          dst[m][n][0] =
+              ElemTraits<T>::pack(p_lo.x * (dp[m][n][0] - d.x), p_lo.y * (dp[m][n][1] - d.y));
+          dst[m][n][1] =
+              ElemTraits<T>::pack(p_hi.x * (dp[m][n][2] - d.x), p_hi.y * (dp[m][n][3] - d.y));
         }
       }
       store_tile(sdS, dst);
@@ -283,7 +287,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
 
       // ---- dV_j += P^T dO_i and dK_j += dS^T Q_i (scaled by `scale` once, at the end) ----
       // This warp's 32 keys x d/2 columns; k runs over the Br queries of the step.
-      auto accumulate_kv = [&](float (&acc)[kKVM][kKVN][4], const T* sA, const T* sB) {
+      auto accumulate_kv = [&](float(&acc)[kKVM][kKVN][4], const T* sA, const T* sB) {
 #pragma unroll
         for (int kk = 0; kk < Br / 16; ++kk) {
           uint32_t a[kKVM][4];

@@ -22,8 +22,7 @@ template <int kRows, int kD, int kThreads, class T>
 __device__ __forceinline__ void load_tile_async(T* smem, const T* gmem, int row0, int n_rows) {
   constexpr int kChunksPerRow = kD / 8;  // 16-byte chunks
   constexpr int kRowsPerPass = kThreads / kChunksPerRow;
-  static_assert(kThreads % kChunksPerRow == 0 && kRows % kRowsPerPass == 0 &&
-                    kRowsPerPass % 8 == 0,
+  static_assert(kThreads % kChunksPerRow == 0 && kRows % kRowsPerPass == 0 && kRowsPerPass % 8 == 0,
                 "every thread loads the same number of chunks, in one swizzle phase");
   const int r = static_cast<int>(threadIdx.x) / kChunksPerRow;
   const int col = (static_cast<int>(threadIdx.x) % kChunksPerRow) * 8;

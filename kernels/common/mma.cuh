@@ -1,13 +1,13 @@
 // Thin wrappers over the PTX the tensor-core versions use: mma.sync m16n8k16 (fp32 accumulate),
 // ldmatrix, cp.async, and a 16-byte-chunk XOR swizzle for shared-memory tiles.
 //
-// Fragment picture for mma.m16n8k16 (one warp, lane = 4*group + quad; group = lane/4, quad = lane%4):
+// Fragment picture for mma.m16n8k16 (one warp, lane = 4*group + quad; group = lane/4, quad =
+// lane%4):
 //
-//   A (16x16, row-major, 4 regs of 2 halves)    B (16x8, "col": K-major, 2 regs)   C/D (16x8, fp32 x4)
-//   a0: row g,   cols 2q..2q+1                  b0: k 2q..2q+1,   col g             c0,c1: row g,   cols 2q,2q+1
-//   a1: row g+8, cols 2q..2q+1                  b1: k 2q+8..2q+9, col g             c2,c3: row g+8, cols 2q,2q+1
-//   a2: row g,   cols 2q+8..2q+9
-//   a3: row g+8, cols 2q+8..2q+9
+//   A (16x16, row-major, 4 regs of 2 halves)    B (16x8, "col": K-major, 2 regs)   C/D (16x8, fp32
+//   x4) a0: row g,   cols 2q..2q+1                  b0: k 2q..2q+1,   col g             c0,c1: row
+//   g,   cols 2q,2q+1 a1: row g+8, cols 2q..2q+1                  b1: k 2q+8..2q+9, col g c2,c3:
+//   row g+8, cols 2q,2q+1 a2: row g,   cols 2q+8..2q+9 a3: row g+8, cols 2q+8..2q+9
 //
 // A C fragment of one 16x16 tile (two n8 halves, 8 floats) converts directly into an A fragment
 // for the next product: that is how P = exp(S - LSE) feeds P.V without going through shared memory.
@@ -130,7 +130,9 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem, boo
                "r"(src_bytes));
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
