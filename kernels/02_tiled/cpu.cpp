@@ -85,11 +85,7 @@ void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out
         for (int64_t j = 0; j < kb.count(); ++j) {
           const int64_t c0 = kb.begin(j), cols = kb.size(j);
           const TileMask mask = tile_mask(p, r0, rows, c0, cols);
-          if (mask == TileMask::full) {
-            ++total.tiles_skipped;
-            continue;
-          }
-          ++total.tiles_computed;
+          if (!count_tile(total, mask)) continue;
           total.elems_read += 2 * cols * d;                 // K_j, V_j
           total.matmul_flops += 2 * (2 * rows * cols * d);  // Q K^T and P V
           if (dry) continue;

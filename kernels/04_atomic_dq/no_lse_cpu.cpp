@@ -48,11 +48,7 @@ void rebuild_lse(const Problem& p, const Inputs& in, const CpuOptions& o, HostTe
         for (int64_t j = 0; j < kb.count(); ++j) {
           const int64_t c0 = kb.begin(j), cols = kb.size(j);
           const TileMask mask = tile_mask(p, r0, rows, c0, cols);
-          if (mask == TileMask::full) {
-            ++total.tiles_skipped;
-            continue;
-          }
-          ++total.tiles_computed;
+          if (!count_tile(total, mask)) continue;
           total.elems_read += cols * d;  // K_j
           total.matmul_flops += 2 * rows * cols * d;
           if (dry) continue;

@@ -166,11 +166,7 @@ void outer_k_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
         for (int64_t i = 0; i < qb.count(); ++i) {
           const int64_t r0 = qb.begin(i), rows = qb.size(i);
           const TileMask mask = tile_mask(p, r0, rows, c0, cols);
-          if (mask == TileMask::full) {
-            ++total.tiles_skipped;
-            continue;
-          }
-          ++total.tiles_computed;
+          if (!count_tile(total, mask)) continue;
           total.elems_read += 2 * rows * d + 2 * rows;  // Q_i, dO_i, LSE_i, D_i
           total.matmul_flops += products * 2 * rows * cols * d;
           dq.count(total, rows, d);

@@ -48,6 +48,17 @@ inline TileMask tile_mask(const Problem& p, int64_t r0, int64_t rows, int64_t c0
   return TileMask::partial;
 }
 
+// Counts a tile of the loop as skipped (the mask covers all of it) or computed; true when the
+// tile has to be computed.
+inline bool count_tile(Counters& c, TileMask mask) {
+  if (mask == TileMask::full) {
+    ++c.tiles_skipped;
+    return false;
+  }
+  ++c.tiles_computed;
+  return true;
+}
+
 // Threads for a twin's parallel loops: options.threads when set; otherwise OpenMP's default,
 // except for dry runs and small problems, where waking threads costs more than the work.
 inline int thread_count(const CpuOptions& o, const Problem& p) {
