@@ -54,13 +54,17 @@ std::string esc(const std::string& s) {
   return out;
 }
 
-// Rough width of a label in pixels at 12 px: CJK characters are square, others about 0.6 em.
+// Rough width of one character in pixels at 12 px: CJK characters (3- and 4-byte UTF-8) are
+// square, others about 0.6 em.
+double char_width(int utf8_len) {
+  return utf8_len >= 3 ? 12.0 : 7.0;
+}
+
 double text_width(const std::string& s) {
   double w = 0;
   for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-    w += len >= 3 ? 12.0 : 7.0;
+    const int len = utf8_length(static_cast<unsigned char>(s[i]));
+    w += char_width(len);
     i += len;
   }
   return w;
@@ -71,11 +75,12 @@ std::string s_trunc(const std::string& s) {
   constexpr double kMax = kPlotW / 2 - 36;
   if (text_width(s) <= kMax) return s;
   std::string out;
+  double w = 0;
   for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-    if (text_width(out + s.substr(i, len)) > kMax - 12) break;
+    const int len = utf8_length(static_cast<unsigned char>(s[i]));
+    if (w + char_width(len) > kMax - 12) break;
     out += s.substr(i, len);
+    w += char_width(len);
     i += len;
   }
   return out + "…";

@@ -50,27 +50,6 @@ std::string md_escape(std::string s) {
   return out;
 }
 
-// Display width in terminal columns: CJK characters take two, other code points one.
-size_t display_width(const std::string& s) {
-  size_t w = 0;
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-    uint32_t cp = c;
-    if (len == 2) cp = c & 0x1f;
-    if (len == 3) cp = c & 0x0f;
-    if (len == 4) cp = c & 0x07;
-    for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (s[i + k] & 0x3f);
-    const bool wide = (cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf) ||
-                      (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) ||
-                      (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff60) ||
-                      (cp >= 0xffe0 && cp <= 0xffe6);
-    w += wide ? 2 : 1;
-    i += len;
-  }
-  return w;
-}
-
 std::string pad(const std::string& s, size_t width, bool right) {
   const size_t w = display_width(s);
   const std::string fill(width > w ? width - w : 0, ' ');
