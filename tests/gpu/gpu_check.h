@@ -18,7 +18,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/problem.h"
@@ -100,6 +102,44 @@ inline std::string expect_within(const char* what, DType store, const HostTensor
   std::snprintf(line, sizeof line, "%s rel %.2e (budget %.2e) max_abs %.2e%s", what, e.rel, b,
                 e.max_abs, e.bad.empty() ? "" : " BAD");
   return line;
+}
+
+// One point of a GPU test matrix, and its name in the test list
+// ("bf16_d128_causal_B1H2_Nq17_Nk1000").
+struct Case {
+  DType dtype;
+  int64_t d;
+  bool causal;
+  int64_t B, H, Nq, Nk;
+};
+
+inline std::string case_name(const Case& c) {
+  return to_string(c.dtype) + "_d" + std::to_string(c.d) + (c.causal ? "_causal" : "_full") + "_B" +
+         std::to_string(c.B) + "H" + std::to_string(c.H) + "_Nq" + std::to_string(c.Nq) + "_Nk" +
+         std::to_string(c.Nk);
+}
+
+inline Problem problem_of(const Case& c) {
+  Problem p;
+  p.shape = {c.B, c.H, c.Nq, c.Nk, c.d};
+  p.causal = c.causal;
+  p.dtype = c.dtype;
+  return p;
+}
+
+// (Nq, Nk, B, H) of one shape of a matrix.
+struct MatrixShape {
+  int64_t Nq, Nk, B, H;
+};
+
+// Every shape for fp16 and bf16, d = 64 and 128, without and with the causal mask.
+inline std::vector<Case> case_matrix(std::initializer_list<MatrixShape> shapes) {
+  std::vector<Case> cases;
+  for (DType t : {DType::f16, DType::bf16})
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        for (const MatrixShape& s : shapes) cases.push_back({t, d, causal, s.B, s.H, s.Nq, s.Nk});
+  return cases;
 }
 
 }  // namespace flashlab::gpu_test

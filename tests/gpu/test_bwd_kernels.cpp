@@ -27,43 +27,26 @@ using gpu_test::expect_within;
 
 const char* const kBackwardIds[] = {"recompute", "atomic-dq", "deterministic-dq"};
 
-struct BwdCase {
-  DType dtype;
-  int64_t d;
-  bool causal;
-  int64_t B, H, Nq, Nk;
-};
+using gpu_test::Case;
+using gpu_test::case_name;
+using gpu_test::problem_of;
 
-std::string name_of(const BwdCase& c) {
-  return to_string(c.dtype) + "_d" + std::to_string(c.d) + (c.causal ? "_causal" : "_full") + "_B" +
-         std::to_string(c.B) + "H" + std::to_string(c.H) + "_Nq" + std::to_string(c.Nq) + "_Nk" +
-         std::to_string(c.Nk);
-}
-
-std::vector<BwdCase> bwd_cases() {
-  struct S {
-    int64_t Nq, Nk, B, H;
-  };
-  // Heads shrink as N grows so the fp64 reference stays quick. 4097 = 32 * 128 + 1: one key and one
-  // query past the last full tile of every kernel. 600 x 2100 over 8 heads: 17 K blocks per head,
-  // more than deterministic-dq's CTAs (9 splits on 132 SMs), so its CTAs walk 2 K blocks each.
-  const S shapes[] = {{1, 1, 2, 3},       {17, 17, 2, 3},    {128, 128, 2, 2}, {1000, 1000, 1, 2},
-                      {4097, 4097, 1, 1}, {17, 1000, 2, 1},  {1000, 17, 1, 2}, {1, 300, 2, 2},
-                      {300, 1, 2, 2},     {200, 4097, 1, 1}, {600, 2100, 1, 8}};
-  std::vector<BwdCase> cases;
-  for (DType t : {DType::f16, DType::bf16})
-    for (int64_t d : {64, 128})
-      for (bool causal : {false, true})
-        for (const S& s : shapes) cases.push_back({t, d, causal, s.B, s.H, s.Nq, s.Nk});
-  return cases;
-}
-
-Problem problem_of(const BwdCase& c) {
-  Problem p;
-  p.shape = {c.B, c.H, c.Nq, c.Nk, c.d};
-  p.causal = c.causal;
-  p.dtype = c.dtype;
-  return p;
+std::vector<Case> bwd_cases() {
+  // (Nq, Nk, B, H): heads shrink as N grows so the fp64 reference stays quick. 4097 = 32 * 128 + 1:
+  // one key and one query past the last full tile of every kernel. 600 x 2100 over 8 heads: 17 K
+  // blocks per head, more than deterministic-dq's CTAs (9 splits on 132 SMs), so its CTAs walk 2 K
+  // blocks each.
+  return gpu_test::case_matrix({{1, 1, 2, 3},
+                                {17, 17, 2, 3},
+                                {128, 128, 2, 2},
+                                {1000, 1000, 1, 2},
+                                {4097, 4097, 1, 1},
+                                {17, 1000, 2, 1},
+                                {1000, 17, 1, 2},
+                                {1, 300, 2, 2},
+                                {300, 1, 2, 2},
+                                {200, 4097, 1, 1},
+                                {600, 2100, 1, 8}});
 }
 
 // The forward a backward kernel is given: the fp64 reference's, O rounded to the dtype as a
@@ -101,11 +84,11 @@ std::string check_gradient(const char* what, DType store, const HostTensor& x,
          (e.max_abs <= kCancellationBound ? "" : " BAD");
 }
 
-class BwdKernels : public ::testing::TestWithParam<BwdCase> {};
+class BwdKernels : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BwdKernels, MatchFp64ReferenceWithinBudget) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
-  const BwdCase& c = GetParam();
+  const Case& c = GetParam();
   const Problem p = problem_of(c);
   const Inputs in = make_inputs(p, 4242 + static_cast<uint64_t>(c.Nq * 31 + c.Nk * 17 + c.d));
   const Forward ref = reference::forward(p, in, true);
@@ -116,10 +99,10 @@ TEST_P(BwdKernels, MatchFp64ReferenceWithinBudget) {
   for (const char* id : kBackwardIds) {
     const VersionInfo* v = find_version(id);
     ASSERT_TRUE(v && v->cuda && v->cuda->backward) << id << " has no CUDA backward";
-    SCOPED_TRACE(std::string(id) + " " + name_of(c));
+    SCOPED_TRACE(std::string(id) + " " + case_name(c));
     ASSERT_EQ(v->cuda->check(p), "") << id << " rejects a shape it must support";
     const cuda::RunResult r = cuda::run(*v->cuda, p, in, &fwd_in, once());
-    std::string log = std::string("[") + id + "] " + name_of(c);
+    std::string log = std::string("[") + id + "] " + case_name(c);
     log += "\n    " + check_gradient("dQ", c.dtype, r.grads.dQ, gref.dQ, glow.dQ);
     log += "\n    " + check_gradient("dK", c.dtype, r.grads.dK, gref.dK, glow.dK);
     log += "\n    " + check_gradient("dV", c.dtype, r.grads.dV, gref.dV, glow.dV);
@@ -136,8 +119,8 @@ TEST_P(BwdKernels, MatchFp64ReferenceWithinBudget) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, BwdKernels, ::testing::ValuesIn(bwd_cases()),
-                         [](const ::testing::TestParamInfo<BwdCase>& i) {
-                           return name_of(i.param);
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return case_name(i.param);
                          });
 
 TEST(BwdKernels, RejectUnsupportedShapesWithAMessage) {
@@ -182,7 +165,7 @@ TEST(BwdKernels, DeterministicDqWorkspaceIsBoundedAtLongSequences) {
   EXPECT_LT(ws, int64_t{3} << 30);
 }
 
-class BwdDeterminism : public ::testing::TestWithParam<BwdCase> {};
+class BwdDeterminism : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BwdDeterminism, DeterministicDqIsBitwiseReproducibleOverFiftyRuns) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
@@ -209,11 +192,11 @@ TEST_P(BwdDeterminism, DeterministicDqIsBitwiseReproducibleOverFiftyRuns) {
 // shapes with more K blocks than the GPU needs CTAs, where each outer-K CTA walks several K blocks
 // into its one split (on 132 SMs: 16 splits of 4 K blocks; 7 splits of ~5 K blocks, causal).
 INSTANTIATE_TEST_SUITE_P(Shapes, BwdDeterminism,
-                         ::testing::Values(BwdCase{DType::f16, 64, true, 2, 3, 1100, 777},
-                                           BwdCase{DType::bf16, 128, false, 1, 8, 3000, 8191},
-                                           BwdCase{DType::f16, 64, true, 2, 8, 4097, 4097}),
-                         [](const ::testing::TestParamInfo<BwdCase>& i) {
-                           return name_of(i.param);
+                         ::testing::Values(Case{DType::f16, 64, true, 2, 3, 1100, 777},
+                                           Case{DType::bf16, 128, false, 1, 8, 3000, 8191},
+                                           Case{DType::f16, 64, true, 2, 8, 4097, 4097}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return case_name(i.param);
                          });
 
 }  // namespace

@@ -22,25 +22,12 @@ namespace {
 
 using gpu_test::expect_within;
 
-struct Case {
-  DType dtype;
-  int64_t d;
-  bool causal;
-  int64_t B, H, Nq, Nk;
-};
-
-std::string case_name(const Case& c) {
-  return to_string(c.dtype) + "_d" + std::to_string(c.d) + (c.causal ? "_causal" : "_full") + "_B" +
-         std::to_string(c.B) + "H" + std::to_string(c.H) + "_Nq" + std::to_string(c.Nq) + "_Nk" +
-         std::to_string(c.Nk);
-}
+using gpu_test::Case;
+using gpu_test::case_name;
 
 std::vector<Case> all_cases() {
   // (Nq, Nk, B, H): heads shrink as N grows so the fp64 reference stays quick.
-  struct S {
-    int64_t Nq, Nk, B, H;
-  };
-  const S shapes[] = {
+  return gpu_test::case_matrix({
       {1, 1, 2, 3},
       {17, 17, 2, 3},
       {128, 128, 2, 2},
@@ -51,13 +38,7 @@ std::vector<Case> all_cases() {
       {1000, 17, 1, 2},
       {1, 4097, 1, 1},
       {4097, 1000, 1, 1},
-  };
-  std::vector<Case> cases;
-  for (DType t : {DType::f16, DType::bf16})
-    for (int64_t d : {64, 128})
-      for (bool causal : {false, true})
-        for (const S& s : shapes) cases.push_back({t, d, causal, s.B, s.H, s.Nq, s.Nk});
-  return cases;
+  });
 }
 
 class CudaVersions : public ::testing::TestWithParam<Case> {};
@@ -65,10 +46,7 @@ class CudaVersions : public ::testing::TestWithParam<Case> {};
 TEST_P(CudaVersions, MatchFp64ReferenceWithinBudget) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
   const Case& c = GetParam();
-  Problem p;
-  p.shape = {c.B, c.H, c.Nq, c.Nk, c.d};
-  p.causal = c.causal;
-  p.dtype = c.dtype;
+  const Problem p = gpu_test::problem_of(c);
   const uint64_t seed = 1000 + static_cast<uint64_t>(c.Nq * 7 + c.Nk * 13 + c.d + c.causal);
   const Inputs in = make_inputs(p, seed);
 
