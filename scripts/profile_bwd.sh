@@ -24,23 +24,7 @@ ncu --clock-control none --kernel-name regex:"${KERNEL:-outer_k}" --launch-skip 
   --causal "$CAUSAL" --versions "$VERSION" --repeats 2 --warmup 2 \
   >"$OUT/profile/flashlab_${VERSION}_$tag.txt" 2>&1
 echo "flashlab $VERSION $tag: rc=$?"
-cat >"$OUT/profile/torch_bwd.py" <<'PY'
-import sys, torch
-from torch.nn.attention import sdpa_kernel, SDPBackend
-dt, d, n, causal = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "yes"
-dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dt]
-B, H = 16384 // n, 2048 // d
-g = torch.Generator(device="cuda").manual_seed(1)
-q, k, v, do = (torch.randn(B, H, n, d, device="cuda", dtype=dtype, generator=g) for _ in range(4))
-for t in (q, k, v):
-    t.requires_grad_(True)
-with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    for _ in range(4):
-        torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
-torch.cuda.synchronize()
-PY
 ncu --clock-control none --kernel-name regex:"flash_bwd_dq_dk_dv|flash_bwd_kernel" --launch-skip 2 \
-  --launch-count 1 "${SECTIONS[@]}" python3 "$OUT/profile/torch_bwd.py" "$DT" "$D" "$N" "$CAUSAL" \
+  --launch-count 1 "${SECTIONS[@]}" python3 scripts/torch_bwd_launches.py "$DT" "$D" "$N" "$CAUSAL" \
   >"$OUT/profile/torch_flash_$tag.txt" 2>&1
 echo "torch flash $tag: rc=$?"
