@@ -14,8 +14,11 @@ cmake -S . -B "$BUILD" -G Ninja -DFLASHLAB_CUDA=ON -DFLASHLAB_CUDA_GENCODE="$GEN
 # The ptxas report needs every kernel's `-Xptxas -v` lines, so every CUDA object is rebuilt (with
 # ccache a replay of a few seconds); after a partial rebuild the report would list only what changed.
 ninja -C "$BUILD" -t clean flashlab_cuda >/dev/null
-cmake --build "$BUILD" -j"${JOBS:-2}" --target flashlab flashlab_gpu_tests 2>&1 | tee "$BUILD/build.log" |
-  grep -v "^ptxas info\|bytes stack frame" || true
+if ! cmake --build "$BUILD" -j"${JOBS:-2}" --target flashlab flashlab_gpu_tests 2>&1 |
+  tee "$BUILD/build.log" | { grep -v "^ptxas info\|bytes stack frame" || true; }; then
+  echo "device_build: the build failed; build/device-bin and the ptxas report are left as they were" >&2
+  exit 1
+fi
 python3 scripts/ptxas_report.py "$BUILD/build.log" > docs/ptxas_report.md
 echo "ptxas report: docs/ptxas_report.md"
 mkdir -p build/device-bin

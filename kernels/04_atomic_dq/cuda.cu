@@ -2,19 +2,20 @@
 //
 // What it changes from recompute: dQ is no longer a second outer-Q kernel that recomputes S and dP
 // (7 matmuls). The outer-K kernel, which already has dS for its K block, multiplies it by K_j and
-// atomically adds the Br x d partial into one fp32 dQ accumulator (5 matmuls). A convert kernel
+// adds the Br x d partial into one fp32 dQ accumulator at L2 (5 matmuls). A convert kernel
 // then scales the accumulator by the softmax scale and casts it to fp16/bf16.
 //
 //   preprocess   D = rowsum(O*dO), LSE2 = LSE*log2(e)          (common/bwd_preprocess.cuh)
 //   memset       dQ_accum = 0                                  (part of every backward call)
 //   outer-K      grid (ceil(Nk/Bc), B*H), Bc = 128 keys, 8 warps, Br = 64 (d = 128) or 128
 //                (d = 64) queries per step
-//                dK, dV stored once per CTA; dQ_accum += dS K_j by atomicAdd   (bwd_outer_k.cuh)
+//                dK, dV stored once per CTA; dQ_accum += dS K_j, one bulk reduce-add per step
+//                on sm_90 (red.global.add elsewhere)                      (bwd_outer_k.cuh)
 //   convert      dQ = scale * dQ_accum                         (common/bwd_convert.cuh)
 //
 //        K block j=0     j=1     j=2 ...           dQ_accum (fp32, B*H*Nq*d)
 //        +------+      +------+                   +------------------------+
-//        | CTA  | ---> | CTA  | --->  red.add --> | rows of Q block i      | <- every CTA adds
+//        | CTA  | ---> | CTA  | ---> add at L2 -> | rows of Q block i      | <- every CTA adds
 //        +------+      +------+                   +------------------------+
 //
 // Limits: fp16/bf16, d = 64 or 128. dQ is not bitwise reproducible: fp32 addition is not

@@ -12,6 +12,7 @@
 // Splits that were never written are never read, so nothing has to be zeroed first.
 //
 // One thread per 8 consecutive elements of dQ (two 16-byte loads per split, one 16-byte store).
+// The accumulator's columns are permuted in groups of 8 (dq_accum_col); a group stays whole.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,8 @@ __global__ void __launch_bounds__(256)
   const int64_t at = chunk * 8;                      // element offset in dQ and in a split
   const int q = static_cast<int>((at / kD) % p.Nq);  // query row inside its head
   const int q_block = q / outer_k_Br;
+  const int col = static_cast<int>(at % kD);  // a multiple of 8: one permuted group (bwd_tiles.cuh)
+  const int64_t accum_at = at - col + dq_accum_col(q, col);
 
   float acc[8] = {};
   for (int j = 0; j < splits; ++j) {
@@ -39,7 +42,7 @@ __global__ void __launch_bounds__(256)
     if (mode == DqMode::split &&
         first_q_block(j, outer_k_Bc, outer_k_Br, p.offset, p.causal) > q_block)
       break;
-    const float4* src = reinterpret_cast<const float4*>(p.dQ_accum + j * p.split_stride + at);
+    const float4* src = reinterpret_cast<const float4*>(p.dQ_accum + j * p.split_stride + accum_at);
     const float4 lo = src[0], hi = src[1];
     acc[0] += lo.x, acc[1] += lo.y, acc[2] += lo.z, acc[3] += lo.w;
     acc[4] += hi.x, acc[5] += hi.y, acc[6] += hi.z, acc[7] += hi.w;

@@ -65,6 +65,12 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   const int g = lane / 4, qd = lane % 4;
   const int q0 = i * Br;
   const int warp_q0 = 16 * warp;
+  // This lane's ldmatrix offsets (bwd_tiles.cuh): its warp's 16 rows of Q_i and dO_i, and K_j, V_j
+  // read both ways.
+  const Ldsm<Frag::a_rowmajor, kD> ld_q(warp_q0, 0);
+  const Ldsm<Frag::b_nk, kD> ld_kv(0, 0);
+  const Ldsm<Frag::b_kn, kD> ld_k_t(0, 0);
+  const uint32_t aQ = smem_addr(sQ), adO = smem_addr(sdO);
 
   const T* Q = static_cast<const T*>(p.Q) + bh * p.Nq * kD;
   const T* K = static_cast<const T*>(p.K) + bh * p.Nk * kD;
@@ -106,8 +112,8 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
       load_tile_async<Bc, kD, kThreads>(sV + (buf ^ 1) * Tr::kTileKV, V, (jb + 1) * Bc, p.Nk);
     }
     cp_async_commit();
-    const T* sKj = sK + buf * Tr::kTileKV;
-    const T* sVj = sV + buf * Tr::kTileKV;
+    const uint32_t aKj = smem_addr(sK + buf * Tr::kTileKV);
+    const uint32_t aVj = smem_addr(sV + buf * Tr::kTileKV);
     const int key0 = jb * Bc;
 
     // ---- S = Q_i K_j^T and dP = dO_i V_j^T (16 x Bc per warp) ----
@@ -116,14 +122,14 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       uint32_t aq[4], ado[4];
-      ldsm_a_rowmajor<kD>(aq, sQ, warp_q0, kk * 16);
-      ldsm_a_rowmajor<kD>(ado, sdO, warp_q0, kk * 16);
+      ld_q(aq, aQ, 0, kk * 16);
+      ld_q(ado, adO, 0, kk * 16);
 #pragma unroll
       for (int nn = 0; nn < Bc / 16; ++nn) {
         uint32_t bk[4], bv[4];
-        ldsm_b_nk<kD>(bk, sKj, nn * 16, kk * 16);
+        ld_kv(bk, aKj, nn * 16, kk * 16);
         mma_pair<T>(s[2 * nn], s[2 * nn + 1], aq, bk);
-        ldsm_b_nk<kD>(bv, sVj, nn * 16, kk * 16);
+        ld_kv(bv, aVj, nn * 16, kk * 16);
         mma_pair<T>(dp[2 * nn], dp[2 * nn + 1], ado, bv);
       }
     }
@@ -153,7 +159,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
 #pragma unroll
       for (int nn = 0; nn < kD / 16; ++nn) {
         uint32_t b[4];
-        ldsm_b_kn<kD>(b, sKj, kk * 16, nn * 16);
+        ld_k_t(b, aKj, kk * 16, nn * 16);
         mma_pair<T>(acc_dQ[2 * nn], acc_dQ[2 * nn + 1], a, b);
       }
     }

@@ -3,8 +3,9 @@
 // Shared by three versions through DqMode:
 //
 //   none   (recompute)        S, P, dV, dP, dS, dK       4 matmuls; dQ comes from another kernel
-//   atomic (atomic-dq)        ... + dQ_i += dS K_j       5 matmuls; fp32 atomicAdd (red.global.add)
-//   split  (deterministic-dq) ... + split_s += dS K_j    5 matmuls; one writer per split element
+//   atomic (atomic-dq)        ... + dQ_i += dS K_j       5 matmuls; fp32 adds at L2 (see "dQ"
+//   below) split  (deterministic-dq) ... + split_s += dS K_j    5 matmuls; one writer per split
+//   element
 //
 // Grid: none and atomic launch one CTA per K block (grid.x = ceil(Nk/Bc)). split launches
 // grid.x = nsplits (bwd_dq_splits: a few per head, enough to fill the GPU) and CTA s walks its
@@ -16,8 +17,8 @@
 //                          CTA 2: j = 2  -> 3             dQ partials into split s
 //
 // The first K block of CTA s (j = s, its smallest) stores its partials into split s; the later
-// ones add into it (red.global.add). Each split element is only ever touched by one thread of one
-// CTA, always in the same program order, so the sums are the same bits on every run.
+// ones add into it. Each split element is only ever stored or added by one thread of one CTA,
+// always in the same program order, so the sums are the same bits on every run.
 //
 // Per Q block i, in the paper's notation (S is Br x Bc; this kernel computes its transpose, so
 // that rows are keys, like the rows of dK_j and dV_j that the CTA accumulates):
@@ -57,6 +58,13 @@
 // first_q_block), and a K block that no query sees skips its Q loop whole and stores zeros for
 // dK_j, dV_j. Padding query rows have LSE2 = +inf (P = 0) and zero dO and D, so they contribute
 // nothing without a test.
+//
+// dQ (atomic, split). On sm_90 a step's Br x d partial dQ_i goes from registers to one of two
+// shared-memory staging blocks, and at the next step one thread issues a single bulk copy that
+// adds the whole block into dQ_accum at L2 (cp.reduce.async.bulk; split's first K block stores
+// instead). Elsewhere every thread adds its fragment with red.global.add. Writing 16 fragments per
+// thread to global memory as reductions held their registers and the memory pipe through the next
+// step; on the H200 the staged copy made the whole backward 12-22 % faster (docs/perf.md, step 7).
 #pragma once
 
 #include <cstdint>
@@ -98,8 +106,12 @@ struct OuterKTraits {
   static constexpr int kTileKV = Bc * kD;  // elements
   static constexpr int kTileQ = Br * kD;
   static constexpr int kTileS = Bc * Br;
-  static constexpr size_t smem_bytes(DqMode) {
-    return (2 * kTileKV + 4 * kTileQ + 2 * kTileS) * 2 + 4 * Br * sizeof(float);
+  // dQ_i staging (sm_90, atomic and split): two Br x d fp32 blocks, laid out exactly as in
+  // dQ_accum (bwd_tiles.cuh: dq_accum_col), so one bulk copy moves a whole block.
+  static constexpr int kTileDq = Br * kD;  // floats
+  static constexpr size_t smem_bytes(DqMode mode, bool staged_dq) {
+    return (2 * kTileKV + 4 * kTileQ + 2 * kTileS) * 2 + 4 * Br * sizeof(float) +
+           (mode != DqMode::none && staged_dq ? 2 * kTileDq * sizeof(float) : 0);
   }
 };
 
@@ -120,6 +132,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
   T* sdS = sP + Tr::kTileS;                                   // [Bc x Br], dS^T of this step
   float* sLSE2 = reinterpret_cast<float*>(sdS + Tr::kTileS);  // [2][Br]
   float* sD = sLSE2 + 2 * Br;                                 // [2][Br]
+  const uint32_t adQ = smem_addr(sD + 2 * Br);  // [2][Br x d] fp32, sm_90 dQ_i staging
 
   const int64_t bh = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -131,6 +144,15 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
   const int kv_col0 = (warp / Tr::kKVWarpRows) * Tr::kKVCols;
   const int q_row0 = (warp % Tr::kQWarpRows) * Tr::kQRows;
   const int q_col0 = (warp / Tr::kQWarpRows) * Tr::kQCols;
+  // This lane's ldmatrix / stmatrix offsets at those origins (bwd_tiles.cuh): every fragment read
+  // below is one XOR and one constant add away from them.
+  const Ldsm<Frag::a_rowmajor, kD> ld_s_a(s_row0, 0);     // K_j, V_j rows (keys) of S^T, dP^T
+  const Ldsm<Frag::b_nk, kD> ld_s_b(s_col0, 0);           // Q_i, dO_i rows (queries) of S^T, dP^T
+  const Ldsm<Frag::a_rowmajor, Br> ld_kv_a(kv_row0, 0);   // P^T, dS^T rows (keys) of dV_j, dK_j
+  const Ldsm<Frag::b_kn, kD> ld_kv_b(0, kv_col0);         // dO_i, Q_i columns of dV_j, dK_j
+  const Ldsm<Frag::a_colmajor, Br> ld_q_a(0, q_row0);     // dS^T columns (queries) of dQ_i
+  const Ldsm<Frag::b_kn, kD> ld_q_b(0, q_col0);           // K_j columns of dQ_i
+  const Ldsm<Frag::a_rowmajor, Br> st_s(s_row0, s_col0);  // stmatrix of P^T, dS^T: the A map
 
   const T* Q = static_cast<const T*>(p.Q) + bh * p.Nq * kD;
   const T* K = static_cast<const T*>(p.K) + bh * p.Nk * kD;
@@ -165,6 +187,31 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       load_rows_async<Br>(sD + buf * Br, D + i * Br, Br / 4);
     };
 
+    // sm_90: dQ_i goes to staging buffer i % 2 at the end of step i, and at the start of step i+1
+    // (after the barrier) thread 0 hands the whole block to the copy engine, which adds it into
+    // dQ_accum at L2 (or, for split's first K block, stores it): one instruction per step instead
+    // of 16 red.global.add per thread, and the dQ registers are free at once. Before the first
+    // barrier of step i+2, thread 0 waits until that copy has read the buffer, which step i+2
+    // then rewrites: a whole step of slack, so the wait costs nothing.
+    float* const dq_rows =
+        p.dQ_accum + (kMode == DqMode::split ? blockIdx.x * p.split_stride : 0) + bh * p.Nq * kD;
+    [[maybe_unused]] auto flush_dq = [&](int blk) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      if (threadIdx.x == 0) {
+        const int rows = min(Br, p.Nq - blk * Br);  // the last block may be ragged
+        float* dst = dq_rows + static_cast<int64_t>(blk) * Br * kD;
+        const uint32_t bytes = static_cast<uint32_t>(rows * kD * sizeof(float));
+        const uint32_t src = adQ + (blk % 2) * Tr::kTileDq * sizeof(float);
+        if (kMode == DqMode::split && first) {
+          bulk_store(dst, src, bytes);
+        } else {
+          bulk_reduce_add_f32(dst, src, bytes);
+        }
+        bulk_commit();
+      }
+#endif
+    };
+
     if (m_begin < m_end) {
       load_tile_async<Bc, kD, kThreads>(sK, K, key0, p.Nk);
       load_tile_async<Bc, kD, kThreads>(sV, V, key0, p.Nk);
@@ -175,26 +222,34 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
     for (int i = m_begin, buf = 0; i < m_end; ++i, buf ^= 1) {
       // Block i has landed, and every warp is done with block i-1's buffers, P^T and dS^T.
       cp_async_wait<0>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      if constexpr (kMode != DqMode::none)
+        if (threadIdx.x == 0) bulk_wait_read();  // staging buffer i % 2 (block i-2) is free
+#endif
       __syncthreads();
       if (i + 1 < m_end) load_q_block(i + 1, buf ^ 1);  // overlaps with this step's five matmuls
       cp_async_commit();
+      if constexpr (kMode != DqMode::none)
+        if (i > m_begin) flush_dq(i - 1);  // dQ_{i-1} was staged at the end of the last step
 
       const T* sQi = sQ + buf * Tr::kTileQ;
       const T* sdOi = sdO + buf * Tr::kTileQ;
+      const uint32_t aK = smem_addr(sK), aV = smem_addr(sV), aQi = smem_addr(sQi),
+                     adOi = smem_addr(sdOi), aP = smem_addr(sP), adS = smem_addr(sdS);
       const float* sLSE2i = sLSE2 + buf * Br;
       const float* sDi = sD + buf * Br;
 
       // ---- S^T = K_j Q_i^T and dP^T = V_j dO_i^T on this warp's 32 keys x Br/2 queries ----
       // Element e of n8 tile n of m16 tile m: key row s_row0 + 16m + g (+8 for e >= 2), query
       // column s_col0 + 8n + 2qd (+1 for odd e).
-      auto scores = [&](float(&acc)[kSM][kSN][4], const T* sA, const T* sB) {
+      auto scores = [&](float(&acc)[kSM][kSN][4], uint32_t sA, uint32_t sB) {
 #pragma unroll
         for (int kk = 0; kk < kD / 16; ++kk) {
           uint32_t a[kSM][4], b[kSN / 2][4];
 #pragma unroll
-          for (int m = 0; m < kSM; ++m) ldsm_a_rowmajor<kD>(a[m], sA, s_row0 + 16 * m, 16 * kk);
+          for (int m = 0; m < kSM; ++m) ld_s_a(a[m], sA, 16 * m, 16 * kk);
 #pragma unroll
-          for (int n = 0; n < kSN / 2; ++n) ldsm_b_nk<kD>(b[n], sB, s_col0 + 16 * n, 16 * kk);
+          for (int n = 0; n < kSN / 2; ++n) ld_s_b(b[n], sB, 16 * n, 16 * kk);
 #pragma unroll
           for (int m = 0; m < kSM; ++m)
 #pragma unroll
@@ -204,7 +259,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       };
 
       float s[kSM][kSN][4] = {};
-      scores(s, sK, sQi);
+      scores(s, aK, aQi);
 
       // ---- P^T = exp2(S^T * scale*log2e - LSE2), masked entries -> 0, rounded to T ----
       // Two copies of the loop: the masked one runs only on tiles that cross the causal diagonal
@@ -241,31 +296,28 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       // Stores this warp's tile of T pairs into a Bc x Br tile of shared memory. A 16 x 16 piece
       // (n8 tiles n, n+1; rows g and g+8) holds its values where an A fragment would, so on sm_90
       // one stmatrix writes it (the inverse of the ldmatrix that reads A); else 8 plain stores.
-      auto store_tile = [&](T* tile, const uint32_t(&v)[kSM][kSN][2]) {
+      auto store_tile = [&](uint32_t tile, const uint32_t(&v)[kSM][kSN][2]) {
 #pragma unroll
         for (int m = 0; m < kSM; ++m)
 #pragma unroll
           for (int n = 0; n < kSN; n += 2) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
             const uint32_t piece[4] = {v[m][n][0], v[m][n][1], v[m][n + 1][0], v[m][n + 1][1]};
-            stmatrix_x4(smem_addr(tile + lane_offset<Br>(s_row0 + 16 * m, s_col0 + 8 * n, lane % 16,
-                                                         lane / 16)),
-                        piece);
+            stmatrix_x4(st_s.at(tile, 16 * m, 8 * n), piece);
 #else
 #pragma unroll
             for (int h = 0; h < 4; ++h) {
               const int r = s_row0 + 16 * m + g + 8 * (h % 2),
                         c = s_col0 + (n + h / 2) * 8 + 2 * qd;
-              *reinterpret_cast<uint32_t*>(tile + swizzled_offset<Br>(r, c)) =
-                  v[m][n + h / 2][h % 2];
+              st_shared_u32(tile + 2 * swizzled_offset<Br>(r, c), v[m][n + h / 2][h % 2]);
             }
 #endif
           }
       };
-      store_tile(sP, pt);
+      store_tile(aP, pt);
 
       float dp[kSM][kSN][4] = {};
-      scores(dp, sV, sdOi);
+      scores(dp, aV, adOi);
 
       // ---- dS^T = P^T * (dP^T - D): D is per query, i.e. per column here ----
       uint32_t dst[kSM][kSN][2];
@@ -282,28 +334,28 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
               ElemTraits<T>::pack(p_hi.x * (dp[m][n][2] - d.x), p_hi.y * (dp[m][n][3] - d.y));
         }
       }
-      store_tile(sdS, dst);
+      store_tile(adS, dst);
       __syncthreads();  // P^T and dS^T of the whole block are in shared memory
 
       // ---- dV_j += P^T dO_i and dK_j += dS^T Q_i (scaled by `scale` once, at the end) ----
       // This warp's 32 keys x d/2 columns; k runs over the Br queries of the step.
-      auto accumulate_kv = [&](float(&acc)[kKVM][kKVN][4], const T* sA, const T* sB) {
+      auto accumulate_kv = [&](float(&acc)[kKVM][kKVN][4], uint32_t sA, uint32_t sB) {
 #pragma unroll
         for (int kk = 0; kk < Br / 16; ++kk) {
           uint32_t a[kKVM][4];
 #pragma unroll
-          for (int m = 0; m < kKVM; ++m) ldsm_a_rowmajor<Br>(a[m], sA, kv_row0 + 16 * m, 16 * kk);
+          for (int m = 0; m < kKVM; ++m) ld_kv_a(a[m], sA, 16 * m, 16 * kk);
 #pragma unroll
           for (int n = 0; n < kKVN / 2; ++n) {
             uint32_t b[4];
-            ldsm_b_kn<kD>(b, sB, 16 * kk, kv_col0 + 16 * n);
+            ld_kv_b(b, sB, 16 * kk, 16 * n);
 #pragma unroll
             for (int m = 0; m < kKVM; ++m) mma_pair<T>(acc[m][2 * n], acc[m][2 * n + 1], a[m], b);
           }
         }
       };
-      accumulate_kv(acc_dV, sP, sdOi);
-      accumulate_kv(acc_dK, sdS, sQi);
+      accumulate_kv(acc_dV, aP, adOi);
+      accumulate_kv(acc_dK, adS, aQi);
 
       if constexpr (kMode != DqMode::none) {
         // ---- dQ_i (partial over this K block) = dS K_j: this warp's kQRows x 32 tile ----
@@ -312,47 +364,88 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
         for (int kk = 0; kk < Bc / 16; ++kk) {
           uint32_t a[kQM][4];
 #pragma unroll
-          for (int m = 0; m < kQM; ++m)
-            ldsm_a_colmajor<Br>(a[m], sdS, 16 * kk, q_row0 + 16 * m);  // dS = (dS^T)^T
+          for (int m = 0; m < kQM; ++m) ld_q_a(a[m], adS, 16 * kk, 16 * m);  // dS = (dS^T)^T
 #pragma unroll
           for (int n = 0; n < kQN / 2; ++n) {
             uint32_t b[4];
-            ldsm_b_kn<kD>(b, sK, 16 * kk, q_col0 + 16 * n);
+            ld_q_b(b, aK, 16 * kk, 16 * n);
 #pragma unroll
             for (int m = 0; m < kQM; ++m) mma_pair<T>(dq[m][2 * n], dq[m][2 * n + 1], a[m], b);
           }
         }
 
         // atomic: every K block adds into the same fp32 buffer (order varies run to run).
-        // split:  CTA s owns split s; its first K block stores, its later ones add. The element a
-        //         thread touches depends only on (threadIdx, i), so one thread does every store and
-        //         add of an element, in program order: the same sum, bit for bit, on every run.
-        float* dst_q = p.dQ_accum + (kMode == DqMode::split ? blockIdx.x * p.split_stride : 0) +
-                       bh * p.Nq * kD;
-#pragma unroll
-        for (int m = 0; m < kQM; ++m)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = i * Br + q_row0 + 16 * m + g + 8 * h;
-            if (row >= p.Nq) continue;
-            float* at = dst_q + static_cast<int64_t>(row) * kD + q_col0 + 2 * qd;
-#pragma unroll
-            for (int n = 0; n < kQN; ++n) {
-              const float2 v = make_float2(dq[m][n][2 * h], dq[m][n][2 * h + 1]);
-              if (kMode == DqMode::atomic || (kMode == DqMode::split && !first)) {
+        // split:  CTA s owns split s; its first K block stores, its later ones add. An element is
+        //         only ever stored or added by one thread (sm_90: the copies issued by thread 0;
+        //         else the thread that holds its fragment), in program order: the same sum, bit for
+        //         bit, on every run.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                atomicAdd(reinterpret_cast<float2*>(at + 8 * n), v);
+        {
+          // Rows q_row0 + 16m + 8h + g all have row & 3 == g & 3, so dq_accum_col is one XOR of
+          // the group index n with this lane's g & 3: group 8(g & 3) is folded into the lane's
+          // offset, and group n is an XOR with 32n bytes (q_col0 is a multiple of 32 floats).
+          const uint32_t lane_off = static_cast<uint32_t>(
+              ((i % 2) * Tr::kTileDq + (q_row0 + g) * kD + q_col0 + 2 * qd + 8 * (g & 3)) *
+              sizeof(float));
+#pragma unroll
+          for (int m = 0; m < kQM; ++m)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int n = 0; n < kQN; ++n)
+                st_shared_f32x2(
+                    adQ + (lane_off ^ (32u * n)) + (16 * m + 8 * h) * kD * sizeof(float),
+                    dq[m][n][2 * h], dq[m][n][2 * h + 1]);
+          fence_proxy_async();  // visible to the copy engine once the next barrier has passed
+        }
 #else
-                atomicAdd(at + 8 * n, v.x);
-                atomicAdd(at + 8 * n + 1, v.y);
-#endif
-              } else {
-                *reinterpret_cast<float2*>(at + 8 * n) = v;
+        // One address per step (this lane's first element); the others are constant offsets from
+        // it. Only the last Q block can have rows past Nq, so only there are rows tested (a
+        // second copy of the loop, like the softmax's).
+        const int row0 = i * Br + q_row0 + g;
+        float* dst_q = dq_rows + static_cast<int64_t>(row0) * kD + q_col0 + 2 * qd;
+        const int n_xor = g & 3;  // dq_accum_col for this lane's rows (see above)
+        auto put_dq = [&](auto test_rows) {
+#pragma unroll
+          for (int m = 0; m < kQM; ++m)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              if constexpr (decltype(test_rows)::value)
+                if (row0 + 16 * m + 8 * h >= p.Nq) continue;
+              float* at = dst_q + (16 * m + 8 * h) * kD;
+#pragma unroll
+              for (int n = 0; n < kQN; ++n) {
+                float* col = at + 8 * (n ^ n_xor);
+                if (kMode == DqMode::atomic || (kMode == DqMode::split && !first)) {
+                  atomicAdd(col, dq[m][n][2 * h]);
+                  atomicAdd(col + 1, dq[m][n][2 * h + 1]);
+                } else {
+                  *reinterpret_cast<float2*>(col) =
+                      make_float2(dq[m][n][2 * h], dq[m][n][2 * h + 1]);
+                }
               }
             }
-          }
+        };
+        if ((i + 1) * Br <= p.Nq) {
+          put_dq(std::false_type{});
+        } else {
+          put_dq(std::true_type{});
+        }
+#endif
       }
     }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (kMode != DqMode::none) {
+      if (m_begin < m_end) {
+        __syncthreads();  // the last block's dQ is staged
+        flush_dq(m_end - 1);
+      }
+      // Complete, not just read: split's next K block adds into the same rows, and must come
+      // after (and the CTA's shared memory must outlive the copies).
+      if (threadIdx.x == 0) bulk_wait_all();
+    }
+#endif
 
     // ---- dK_j = scale * dS^T Q, dV_j = P^T dO: one store per key row (zeros if never visited)
     T* dK = static_cast<T*>(p.dK) + bh * p.Nk * kD;
@@ -385,10 +478,18 @@ template <class T, int kD, DqMode kMode>
 void launch_bwd_outer_k(const BwdParams& p, void* stream) {
   using bwd::outer_k_kernel;
   using Tr = bwd::OuterKTraits<kD>;
-  constexpr size_t kSmem = Tr::smem_bytes(kMode);
+  // dQ staging needs sm_90's bulk copies; elsewhere the kernel adds dQ with red.global.add.
+  static const bool staged_dq = [] {
+    int dev = 0, major = 0;
+    FLASHLAB_CUDA_CHECK(cudaGetDevice(&dev));
+    FLASHLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return major >= 9;
+  }();
+  const size_t kSmem = Tr::smem_bytes(kMode, staged_dq);
   // Above 48 KiB a kernel must opt in; done once per instantiation.
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      outer_k_kernel<T, kD, kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(outer_k_kernel<T, kD, kMode>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   FLASHLAB_CUDA_CHECK(opt_in);
   const int n_kblocks = (p.Nk + Tr::Bc - 1) / Tr::Bc;
   // split: nsplits CTAs per head walk the K blocks (bwd_dq_splits); otherwise one per K block.

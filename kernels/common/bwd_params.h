@@ -10,6 +10,9 @@
 //          P = exp2(S * scale * log2(e) - LSE2) is exactly 0 there instead of NaN.
 //   D    = rowsum(O * dO), the chapter's identity (16.1).
 //   splits = 0 (recompute), 1 (atomic-dq), nsplits = bwd_dq_splits(...) (deterministic-dq).
+//   The accumulator's rows hold their d columns permuted in groups of 8 (bwd_tiles.cuh:
+//   dq_accum_col), which lets the outer-K kernel store a block's dQ to shared memory without bank
+//   conflicts and copy it out in one piece; only the convert kernel reads it.
 #pragma once
 
 #include <cstddef>

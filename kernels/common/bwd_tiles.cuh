@@ -52,51 +52,59 @@ __device__ __forceinline__ void load_rows_async(float* smem, const float* gmem, 
 
 // ---- shared -> registers (ldmatrix) -------------------------------------------------------------
 //
-// Three shapes, all for a 16x16 (A) or 16 x (2 x n8) (B) piece at (r0, c0) of a swizzled tile:
+// Four shapes, each a 16x16 (A) or 16 x (2 x n8) (B) piece whose top-left corner is (row, col) of a
+// swizzled tile:
 //
-//   a_rowmajor: A = tile[r0.., c0..]          (rows = m, cols = k)   ldmatrix
-//   a_colmajor: A = tile[r0.., c0..]^T        (rows = k, cols = m)   ldmatrix.trans
-//   b_nk:       B = tile[r0.., c0..]^T        (rows = n, cols = k)   ldmatrix      -> 2 n8 tiles
-//   b_kn:       B = tile[r0.., c0..]          (rows = k, cols = n)   ldmatrix.trans -> 2 n8 tiles
+//   a_rowmajor: A = tile[row.., col..]        (rows = m, cols = k)   ldmatrix
+//   a_colmajor: A = tile[row.., col..]^T      (rows = k, cols = m)   ldmatrix.trans
+//   b_nk:       B = tile[row.., col..]^T      (rows = n, cols = k)   ldmatrix      -> 2 n8 tiles
+//   b_kn:       B = tile[row.., col..]        (rows = k, cols = n)   ldmatrix.trans -> 2 n8 tiles
 //
-// The lane -> address maps follow the order of mma.m16n8k16's fragment registers (mma.cuh).
+// Lane l supplies the row address of 8x8 matrix l/8, in the order of mma.m16n8k16's fragment
+// registers (mma.cuh). That gives two lane maps: (row l%16, chunk l/16) for a_rowmajor and b_kn
+// (and stmatrix, which writes where a_rowmajor reads), and (row l%8 + 8(l/16), chunk (l/8)%2) for
+// a_colmajor and b_nk.
+//
+// Addresses. A warp reads the same shape many times, at its origin (r0, c0) plus constant steps
+// (dr, dc) from the unrolled loops. The lane's byte offset at the origin is computed once; a piece
+// further on is then one XOR and one constant add away:
+//
+//   lane_off = 2 kCols (r0 + lane_row) + 16 ((c0/8 + lane_chunk) ^ (lane_row & 7))    once
+//   byte offset of the lane's row of piece (r0 + dr, c0 + dc) = (lane_off ^ 2 dc) + 2 kCols dr
+//
+// which holds when r0 and dr are multiples of 8 (the swizzle's row & 7 stays the lane's own), c0
+// and dc multiples of 16, and c0 a multiple of a power of two that dc stays below (the warp tile's
+// width): then the chunk bits of c0, dc and the lane's chunk never overlap, so adding them is
+// XORing them, and the XOR stays inside the chunk field (16 chunk < 2 kCols, the row stride).
+enum class Frag { a_rowmajor, a_colmajor, b_nk, b_kn };
 
-// Offset of (r0 + lane_row, c0 + 8 * lane_chunk) in a swizzled tile, written so the lane-dependent
-// part is computed once and only a constant XOR and add remain per call: r0 is a multiple of 8 and
-// c0 of 16, so ((c0/8 + lane_chunk) ^ (row & 7)) == (c0/8) ^ (lane_chunk ^ (lane_row & 7)).
-template <int kCols>
-__device__ __forceinline__ int lane_offset(int r0, int c0, int lane_row, int lane_chunk) {
-  const int lane_xor = lane_chunk ^ (lane_row & 7);
-  return (r0 + lane_row) * kCols + (((c0 >> 3) ^ lane_xor) << 3);
-}
+template <Frag kF, int kCols>
+struct Ldsm {
+  static constexpr bool kTrans = kF == Frag::a_colmajor || kF == Frag::b_kn;
+  uint32_t lane_off;  // bytes from the tile's start to this lane's row at the warp's origin
 
-template <int kCols, class T>
-__device__ __forceinline__ void ldsm_a_rowmajor(uint32_t (&a)[4], const T* tile, int r0, int c0) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4(a, smem_addr(tile + lane_offset<kCols>(r0, c0, lane % 16, lane / 16)));
-}
-
-template <int kCols, class T>
-__device__ __forceinline__ void ldsm_a_colmajor(uint32_t (&a)[4], const T* tile, int k0, int m0) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4_trans(
-      a, smem_addr(tile + lane_offset<kCols>(k0, m0, lane % 8 + (lane / 16) * 8, (lane / 8) % 2)));
-}
-
-// b[0..1]: n-tile n0..n0+7, b[2..3]: n-tile n0+8..n0+15.
-template <int kCols, class T>
-__device__ __forceinline__ void ldsm_b_nk(uint32_t (&b)[4], const T* tile, int n0, int k0) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4(
-      b, smem_addr(tile + lane_offset<kCols>(n0, k0, lane % 8 + (lane / 16) * 8, (lane / 8) % 2)));
-}
-
-template <int kCols, class T>
-__device__ __forceinline__ void ldsm_b_kn(uint32_t (&b)[4], const T* tile, int k0, int n0) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4_trans(
-      b, smem_addr(tile + lane_offset<kCols>(k0, n0, lane % 8 + ((lane / 8) % 2) * 8, lane / 16)));
-}
+  __device__ __forceinline__ Ldsm(int r0, int c0) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const bool map16 = kF == Frag::a_rowmajor || kF == Frag::b_kn;
+    const int lane_row = map16 ? lane % 16 : lane % 8 + (lane / 16) * 8;
+    const int lane_chunk = map16 ? lane / 16 : (lane / 8) % 2;
+    lane_off = static_cast<uint32_t>(2 * (r0 + lane_row) * kCols +
+                                     16 * ((c0 / 8) ^ lane_chunk ^ (lane_row & 7)));
+  }
+  // Shared-memory address of this lane's row of the piece at (r0 + dr, c0 + dc) of `tile`.
+  __device__ __forceinline__ uint32_t at(uint32_t tile, int dr, int dc) const {
+    return tile + (lane_off ^ static_cast<uint32_t>(2 * dc)) +
+           static_cast<uint32_t>(2 * kCols * dr);
+  }
+  __device__ __forceinline__ void operator()(uint32_t (&r)[4], uint32_t tile, int dr,
+                                             int dc) const {
+    if constexpr (kTrans) {
+      ldmatrix_x4_trans(r, at(tile, dr, dc));
+    } else {
+      ldmatrix_x4(r, at(tile, dr, dc));
+    }
+  }
+};
 
 // Two mma's sharing one A fragment: acc[0] += A * B(n-tile 0), acc[1] += A * B(n-tile 1).
 template <class T>
@@ -121,6 +129,20 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4],
   a[1] = ElemTraits<T>::pack(c0[2], c0[3]);
   a[2] = ElemTraits<T>::pack(c1[0], c1[1]);
   a[3] = ElemTraits<T>::pack(c1[2], c1[3]);
+}
+
+// ---- dQ accumulator layout
+// -----------------------------------------------------------------------
+
+// dQ_accum keeps row-major rows of d floats, but inside a row the groups of 8 floats are permuted:
+// element (row, col) lives at column col ^ (8 * (row & 3)). The outer-K kernel's dQ fragment puts
+// the 8 rows g = 0..7 of a warp at the same columns, and rows of 64 or 128 floats fall on the same
+// banks; with the permutation, rows g and g + 1, + 2, + 3 use four different 8-float groups, so the
+// warp's float2 stores into the shared-memory copy of a block (sm_90, see bwd_outer_k.cuh) hit all
+// 32 banks and take the least two passes. The block is then one contiguous bulk copy to global
+// memory. The convert kernel reads groups of 8 floats, which the permutation keeps together.
+__host__ __device__ __forceinline__ int dq_accum_col(int row, int col) {
+  return col ^ (8 * (row & 3));
 }
 
 // ---- causal schedule

@@ -120,6 +120,53 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4
                "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
 }
 
+// One 32-bit store to a shared-memory address (the fallback where stmatrix is missing).
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+// Two fp32 values to 8 consecutive bytes of shared memory.
+__device__ __forceinline__ void st_shared_f32x2(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
+// ---- bulk copies (sm_90) ----------------------------------------------------------------------
+//
+// cp.async.bulk moves a contiguous run of bytes between shared and global memory on the copy
+// engine, issued by one thread; the .reduce form adds fp32 into global memory at L2 instead of
+// storing. Completion is tracked per issuing thread in bulk groups. Shared memory written by
+// ordinary stores must be fenced for the engine (fence_proxy_async) before a barrier, after which
+// one thread may issue the copy.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// global[0 .. bytes) += shared[0 .. bytes), fp32 (bytes a multiple of 16, both ends 16-aligned).
+__device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, uint32_t smem, uint32_t bytes) {
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gmem),
+      "r"(smem), "r"(bytes)
+      : "memory");
+}
+// global[0 .. bytes) = shared[0 .. bytes).
+__device__ __forceinline__ void bulk_store(float* gmem, uint32_t smem, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gmem),
+               "r"(smem), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// This thread's bulk copies have finished reading shared memory (it may be overwritten).
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// This thread's bulk copies are complete: their global writes are done.
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+#endif
+
 // ---- cp.async ---------------------------------------------------------------------------------
 
 // Copies 16 bytes global -> shared without going through registers. When `valid` is false the
