@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/bwd_params.h"
 #include "common/bwd_tiles.cuh"
@@ -59,7 +60,10 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   T* sK = sdO + Tr::kTileQ;      // [2][Bc x d]
   T* sV = sK + 2 * Tr::kTileKV;  // [2][Bc x d]
 
-  const int i = blockIdx.x;  // Q block
+  // Q block. Causal: the last blocks see the most keys, so they are launched first; the light
+  // ones then fill the GPU at the end instead of one long block running alone.
+  const int i =
+      p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
   const int64_t bh = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, qd = lane % 4;
@@ -136,19 +140,28 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
 
     // ---- P = exp2(S * scale*log2e - LSE2), dS = P * (dP - D) ----
     // Element e of n8 tile n: query row g (+8 for e >= 2), key column n*8 + 2*qd (+1 for odd e).
-    const bool mask_tile = (p.causal && key0 + Bc - 1 > q0 + p.offset) || key0 + Bc > p.Nk;
+    // Two copies of the loop, as in the outer-K kernel: the masked one runs only on tiles that
+    // cross the causal diagonal or the end of the keys, and the other has no test per element.
+    auto softmax_ds = [&](auto masked) {
 #pragma unroll
-    for (int n = 0; n < kNT; ++n) {
+      for (int n = 0; n < kNT; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float pv = fast_exp2(fmaf(s[n][e], p.scale_log2, -lse2[e / 2]));
-        if (mask_tile) {
-          const int query = q0 + warp_q0 + g + (e / 2) * 8;
-          const int key = key0 + n * 8 + 2 * qd + e % 2;
-          if (key >= p.Nk || (p.causal && key > query + p.offset)) pv = 0.f;
+        for (int e = 0; e < 4; ++e) {
+          float pv = fast_exp2(fmaf(s[n][e], p.scale_log2, -lse2[e / 2]));
+          if constexpr (decltype(masked)::value) {
+            const int query = q0 + warp_q0 + g + (e / 2) * 8;
+            const int key = key0 + n * 8 + 2 * qd + e % 2;
+            if (key >= p.Nk || (p.causal && key > query + p.offset)) pv = 0.f;
+          }
+          dp[n][e] = pv * (dp[n][e] - dd[e / 2]);
         }
-        dp[n][e] = pv * (dp[n][e] - dd[e / 2]);
       }
+    };
+    const bool mask_tile = (p.causal && key0 + Bc - 1 > q0 + p.offset) || key0 + Bc > p.Nk;
+    if (mask_tile) {
+      softmax_ds(std::true_type{});
+    } else {
+      softmax_ds(std::false_type{});
     }
 
     // ---- dQ_i += dS K_j: dS from registers, K_j read transposed ----
