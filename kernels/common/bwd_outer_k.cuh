@@ -51,7 +51,8 @@
 //
 //   Shared memory: K_j, V_j, 2 x (Q_i, dO_i, LSE2_i, D_i) (cp.async one step ahead), P^T and
 //   dS^T (Bc x Br each); all 16-bit tiles swizzled (conflict-free ldmatrix): 161 KiB at
-//   d = 128 (Br = 64), 162 KiB at d = 64 (Br = 128).
+//   d = 128 (Br = 64), 162 KiB at d = 64 (Br = 128). atomic and split add two fp32 dQ_i staging
+//   blocks on sm_90 (2 x Br x d x 4 bytes = 64 KiB): 225 and 226 KiB of the 227 KiB allowed.
 //
 // Masking: only tiles that cross the causal diagonal or the last (ragged) K block are masked, by
 // a second copy of the softmax step; fully masked Q blocks are never visited (the loop starts at
