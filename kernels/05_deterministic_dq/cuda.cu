@@ -26,7 +26,6 @@
 #include <cuda_runtime.h>
 
 #include "common/bwd_dispatch.cuh"
-#include "common/bwd_outer_k.cuh"
 #include "common/bwd_params.h"
 #include "cuda/device_api.h"
 
@@ -36,9 +35,7 @@ namespace {
 
 // The same count for the workspace and the launch: a pure function of the problem and the GPU.
 int64_t split_count(const Problem& p) {
-  constexpr int Bc = bwd::OuterKTraits<64>::Bc;
-  static_assert(Bc == bwd::OuterKTraits<128>::Bc, "one K block size for every head dim");
-  return bwd_dq_splits(p, bwd_device_sms(), Bc);
+  return bwd_dq_splits(p, bwd_device_sms(), kOuterKBc);
 }
 
 size_t deterministic_workspace(const Problem& p) {

@@ -84,7 +84,7 @@ struct OuterKTraits {
   // room for 32 x 64 score tiles (a quarter fewer fragment reads per mma than 32 x 32) and halves
   // the steps, barriers and prefetches per K block.
   static constexpr int Br = kD == 64 ? 128 : 64;
-  static constexpr int Bc = 128;
+  static constexpr int Bc = kOuterKBc;
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
   static_assert(kD == 64 || kD == 128, "head dims 64 and 128");

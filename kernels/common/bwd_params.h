@@ -26,6 +26,11 @@ namespace flashlab::cuda {
 // Padding of the query axis in LSE2 and D: a multiple of every Br used by the backward kernels.
 inline constexpr int kRowPad = 128;
 
+// Keys per K block of the outer-K kernel, at every head dim (bwd_outer_k.cuh). Host code that only
+// needs the size (deterministic-dq's split count) reads it here, so that it does not include the
+// kernel and instantiate it a second time.
+inline constexpr int kOuterKBc = 128;
+
 struct BwdParams {
   const void* Q;
   const void* K;
