@@ -30,17 +30,28 @@ std::string bwd_check(const Problem& p) {
   return {};
 }
 
+namespace {
+
+// An attribute of the current device; 0 when there is no device (the error is cleared).
+int device_attribute(cudaDeviceAttr attr) {
+  int dev = 0, v = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return v;
+}
+
+}  // namespace
+
 int bwd_device_sms() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();  // no device: clear the error, report 0
-      return 0;
-    }
-    return n;
-  }();
+  static const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   return sms;
+}
+
+bool bwd_staged_dq() {
+  static const bool staged = device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
+  return staged;
 }
 
 BwdParams bwd_make_params(const DeviceTensors& t) {

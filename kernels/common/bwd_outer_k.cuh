@@ -480,13 +480,7 @@ void launch_bwd_outer_k(const BwdParams& p, void* stream) {
   using bwd::outer_k_kernel;
   using Tr = bwd::OuterKTraits<kD>;
   // dQ staging needs sm_90's bulk copies; elsewhere the kernel adds dQ with red.global.add.
-  static const bool staged_dq = [] {
-    int dev = 0, major = 0;
-    FLASHLAB_CUDA_CHECK(cudaGetDevice(&dev));
-    FLASHLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    return major >= 9;
-  }();
-  const size_t kSmem = Tr::smem_bytes(kMode, staged_dq);
+  const size_t kSmem = Tr::smem_bytes(kMode, bwd_staged_dq());
   // Above 48 KiB a kernel must opt in; done once per instantiation.
   static const cudaError_t opt_in =
       cudaFuncSetAttribute(outer_k_kernel<T, kD, kMode>,

@@ -102,6 +102,10 @@ inline int64_t bwd_dq_splits(const Problem& p, int sms, int64_t Bc) {
 // The SM count of the current device, read once and cached; 0 when there is no device.
 int bwd_device_sms();
 
+// Whether the outer-K kernel stages dQ in shared memory and adds it with bulk copies: the current
+// device is sm_90 or later (bwd_outer_k.cuh). Read once and cached.
+bool bwd_staged_dq();
+
 // The shape checks the three backward versions share. Empty when supported.
 std::string bwd_check(const Problem& p);
 
