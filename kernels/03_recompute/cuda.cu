@@ -17,13 +17,20 @@
 //        dK,dV kernel                         dQ kernel
 //        K block j  -->  Q blocks i = 0..     Q block i  -->  K blocks j = 0..
 //        (owns dK_j, dV_j)                    (owns dQ_i)
+//        caller's stream                      a second stream, forked after the preprocess and
+//                                             joined back, so its first CTAs fill the SMs that
+//                                             the dK,dV kernel's last wave leaves idle
 //
 // Limits: fp16/bf16, d = 64 or 128. 7 matmuls instead of FA2's 5: the price of no atomics.
 // Extra memory: LSE2 and D, two padded fp32 rows per query.
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+
 #include "common/bwd_dispatch.cuh"
 #include "common/bwd_params.h"
+#include "common/check.cuh"
 #include "cuda/device_api.h"
 
 namespace flashlab::cuda {
@@ -34,12 +41,46 @@ size_t recompute_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, 0);
 }
 
+// The dK/dV kernel and the dQ kernel read the same inputs and write different outputs, so they
+// may run at the same time. Neither leaves room on an SM for the other (registers), but launched
+// on a second stream the dQ kernel's first CTAs take the SMs that the dK/dV kernel's last, partial
+// wave leaves idle. One side stream and its two events per device, made on first use.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+
+const SideStream& side_stream() {
+  static std::mutex mutex;
+  static std::map<int, SideStream> per_device;
+  int dev = 0;
+  FLASHLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard lock(mutex);
+  auto it = per_device.find(dev);
+  if (it == per_device.end()) {
+    SideStream s;
+    FLASHLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    FLASHLAB_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
+    FLASHLAB_CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming));
+    it = per_device.emplace(dev, s).first;
+  }
+  return it->second;
+}
+
 void recompute_backward(const DeviceTensors& t) {
   const BwdParams p = bwd_make_params(t);
+  const auto main = static_cast<cudaStream_t>(t.stream);
+  const SideStream& side = side_stream();
   bwd_dispatch(t.problem, [&]<class T, int kD>() {
-    launch_bwd_preprocess<T, kD>(p, t.stream);
-    launch_bwd_outer_k<T, kD, DqMode::none>(p, t.stream);
-    launch_bwd_dq_outer_q<T, kD>(p, t.stream);
+    launch_bwd_preprocess<T, kD>(p, main);
+    // fork: the dQ kernel waits for the preprocess (LSE2, D), then runs beside dK/dV ...
+    FLASHLAB_CUDA_CHECK(cudaEventRecord(side.fork, main));
+    FLASHLAB_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
+    launch_bwd_outer_k<T, kD, DqMode::none>(p, main);
+    launch_bwd_dq_outer_q<T, kD>(p, side.stream);
+    // ... join: whatever the caller queues next on its stream comes after both.
+    FLASHLAB_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
+    FLASHLAB_CUDA_CHECK(cudaStreamWaitEvent(main, side.join, 0));
   });
 }
 
