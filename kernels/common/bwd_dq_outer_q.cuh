@@ -1,24 +1,33 @@
 // recompute's second kernel: dQ by an outer loop over Q blocks, no atomics (chapter 16.3.2 without
 // storing dS: S and dP are simply recomputed, which is what makes this rung cost 7 matmuls).
 //
-// One CTA owns Br queries of one head, keeps Q_i, dO_i and dQ_i (registers) for the whole loop and
-// streams the K, V blocks that the queries see:
+// One CTA owns Br queries of one head, keeps Q_i, dO_i in shared memory and dQ_i in registers for
+// the whole loop, and streams the K, V blocks that the queries see:
 //
 //   S    = Q_i K_j^T                  P  = exp2(S * scale*log2e - LSE2_i)      (masked -> 0)
 //   dP   = dO_i V_j^T                 dS = P * (dP - D_i)
 //   dQ_i += dS K_j                    dQ = scale * dQ_i, cast, stored once at the end
 //
-// Tiles and warps (Br = 128 queries per CTA, Bc = 64 keys per step, 8 warps):
+// Tiles and warps (Br = 128 queries per CTA, Bc = 64 keys per step, 8 warps). The same warp grids
+// as the outer-K kernel, with the roles of queries and keys swapped: every warp tile is 32 wide in
+// both directions, so a 16 x 16 fragment read from shared memory feeds 4 mma's, not 2 as with
+// 16-query warps.
 //
-//                  K_j / V_j (Bc x d, double-buffered, cp.async one step ahead)
-//                  +----------+
-//   Q_i, dO_i  w0  | S, dP: 16 x Bc per warp     dQ_i: 16 x d per warp (registers)
-//   (Br x d)   w1  |          |
-//              ..  |          |   Each warp's rows are its own: dS feeds dS K_j straight from
-//              w7  |          |   registers (C -> A fragments), one __syncthreads per step.
-//                  +----------+
+//   S, dP (Br x Bc)            dQ_i (Br x d)
+//   queries x keys: 4 x 2      queries x d: 4 x 2, 32 x d/2 each, accumulated in registers
+//   +-----+-----+              +---------+---------+
+//   | w0  | w4  |  32 x 32     | w0      | w4      |
+//   | w1  | w5  |  each        | w1      | w5      |
+//   | w2  | w6  |              | w2      | w6      |
+//   | w3  | w7  |              | w3      | w7      |
+//   +-----+-----+              +---------+---------+
 //
-// Shared memory: Q_i, dO_i, 2 x K_j, 2 x V_j = 128 KiB at d = 128, 64 KiB at d = 64.
+// dS, rounded to T, goes through shared memory (swizzled, stmatrix on sm_90), because the warps
+// that multiply it by K_j own other columns of dQ_i. Two barriers per step: one when K_j, V_j have
+// landed (which also frees dS and the buffers of step j-1), one when dS is written.
+//
+// Shared memory: Q_i, dO_i, 2 x K_j, 2 x V_j (cp.async one step ahead), dS (Br x Bc) = 144 KiB at
+// d = 128, 80 KiB at d = 64.
 #pragma once
 
 #include <cstdint>
@@ -31,20 +40,27 @@
 
 namespace flashlab::cuda::bwd {
 
-// Br = 128 with 16 rows per warp; Bc = 64 keeps S and dP at 32 registers each beside the
-// 16 x d dQ accumulator (64 registers at d = 128).
 template <int kD>
 struct OuterQTraits {
   static constexpr int Br = 128;
   static constexpr int Bc = 64;
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
-  static_assert(Br == 16 * kWarps, "each warp owns 16 queries");
   static_assert(Br <= kRowPad && kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
+
+  static constexpr int kSWarpRows = 4;                       // S, dP: queries x keys
+  static constexpr int kSRows = Br / kSWarpRows;             // 32 queries
+  static constexpr int kSCols = Bc / (kWarps / kSWarpRows);  // 32 keys
+  static constexpr int kQWarpRows = 4;                       // dQ: queries x d
+  static constexpr int kQRows = Br / kQWarpRows;             // 32 queries
+  static constexpr int kQCols = kD / (kWarps / kQWarpRows);  // d/2
+  static_assert(kSRows % 16 == 0 && kSCols % 16 == 0 && kQRows % 16 == 0 && kQCols % 16 == 0,
+                "warp tiles are made of 16 x 16 pieces");
 
   static constexpr int kTileQ = Br * kD;
   static constexpr int kTileKV = Bc * kD;
-  static constexpr size_t kSmemBytes = (2 * kTileQ + 4 * kTileKV) * 2;
+  static constexpr int kTileS = Br * Bc;
+  static constexpr size_t kSmemBytes = (2 * kTileQ + 4 * kTileKV + kTileS) * 2;
 };
 
 template <class T, int kD>
@@ -52,13 +68,15 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
     dq_outer_q_kernel(const BwdParams p) {
   using Tr = OuterQTraits<kD>;
   constexpr int Br = Tr::Br, Bc = Tr::Bc, kThreads = Tr::kThreads;
-  constexpr int kNT = Bc / 8;  // n8 tiles across a 16 x Bc score tile
+  constexpr int kSM = Tr::kSRows / 16, kSN = Tr::kSCols / 8;  // m16 and n8 tiles of S, dP
+  constexpr int kQM = Tr::kQRows / 16, kQN = Tr::kQCols / 8;  // ... of dQ_i
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sdO = sQ + Tr::kTileQ;
-  T* sK = sdO + Tr::kTileQ;      // [2][Bc x d]
-  T* sV = sK + 2 * Tr::kTileKV;  // [2][Bc x d]
+  T* sK = sdO + Tr::kTileQ;       // [2][Bc x d]
+  T* sV = sK + 2 * Tr::kTileKV;   // [2][Bc x d]
+  T* sdS = sV + 2 * Tr::kTileKV;  // [Br x Bc]
 
   // Q block. Causal: the last blocks see the most keys, so they are launched first; the light
   // ones then fill the GPU at the end instead of one long block running alone.
@@ -66,29 +84,36 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
       p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
   const int64_t bh = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, qd = lane % 4;
+  const int g = lane / 4, qd = lane % 4;  // fragment row group, column quad (mma.cuh)
   const int q0 = i * Br;
-  const int warp_q0 = 16 * warp;
-  // This lane's ldmatrix offsets (bwd_tiles.cuh): its warp's 16 rows of Q_i and dO_i, and K_j, V_j
-  // read both ways.
-  const Ldsm<Frag::a_rowmajor, kD> ld_q(warp_q0, 0);
-  const Ldsm<Frag::b_nk, kD> ld_kv(0, 0);
-  const Ldsm<Frag::b_kn, kD> ld_k_t(0, 0);
-  const uint32_t aQ = smem_addr(sQ), adO = smem_addr(sdO);
+  // This warp's place in each warp grid.
+  const int s_row0 = (warp % Tr::kSWarpRows) * Tr::kSRows;  // queries of its S, dP tile
+  const int s_col0 = (warp / Tr::kSWarpRows) * Tr::kSCols;  // keys of it
+  const int q_row0 = (warp % Tr::kQWarpRows) * Tr::kQRows;
+  const int q_col0 = (warp / Tr::kQWarpRows) * Tr::kQCols;
+  // This lane's ldmatrix / stmatrix offsets at those origins (bwd_tiles.cuh).
+  const Ldsm<Frag::a_rowmajor, kD> ld_s_a(s_row0, 0);     // Q_i, dO_i rows (queries) of S, dP
+  const Ldsm<Frag::b_nk, kD> ld_s_b(s_col0, 0);           // K_j, V_j rows (keys) of S, dP
+  const Ldsm<Frag::a_rowmajor, Bc> ld_q_a(q_row0, 0);     // dS rows (queries) of dQ_i
+  const Ldsm<Frag::b_kn, kD> ld_q_b(0, q_col0);           // K_j columns of dQ_i
+  const Ldsm<Frag::a_rowmajor, Bc> st_s(s_row0, s_col0);  // stmatrix of dS: the A map
+  const uint32_t aQ = smem_addr(sQ), adO = smem_addr(sdO), adS = smem_addr(sdS);
 
   const T* Q = static_cast<const T*>(p.Q) + bh * p.Nq * kD;
   const T* K = static_cast<const T*>(p.K) + bh * p.Nk * kD;
   const T* V = static_cast<const T*>(p.V) + bh * p.Nk * kD;
   const T* dO = static_cast<const T*>(p.dO) + bh * p.Nq * kD;
 
-  // Each thread's two rows (g and g+8 of its warp): their LSE2 and D stay in registers.
-  float lse2[2], dd[2];
+  // LSE2 and D of this thread's S rows (s_row0 + 16m + g + 8h) stay in registers.
+  float lse2[kSM][2], dd[kSM][2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t r = bh * p.Nq_pad + q0 + warp_q0 + g + 8 * h;  // padded: always in bounds
-    lse2[h] = p.LSE2[r];
-    dd[h] = p.D[r];
-  }
+  for (int m = 0; m < kSM; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = bh * p.Nq_pad + q0 + s_row0 + 16 * m + g + 8 * h;  // padded: in bounds
+      lse2[m][h] = p.LSE2[r];
+      dd[m][h] = p.D[r];
+    }
 
   // Causal: the last key any row of this block sees is (last row) + offset.
   const int n_blocks = (p.Nk + Bc - 1) / Bc;
@@ -98,7 +123,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
     n_end = last < 0 ? 0 : min(n_blocks, last / Bc + 1);
   }
 
-  float acc_dQ[kD / 8][4] = {};
+  float acc_dQ[kQM][kQN][4] = {};
 
   if (n_end > 0) {
     load_tile_async<Br, kD, kThreads>(sQ, Q, q0, p.Nq);
@@ -109,8 +134,9 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   }
 
   for (int jb = 0, buf = 0; jb < n_end; ++jb, buf ^= 1) {
+    // K_jb, V_jb have landed, and every warp is done with buffer buf^1 and with dS.
     cp_async_wait<0>();
-    __syncthreads();  // K_jb, V_jb landed; every warp is done with buffer buf^1
+    __syncthreads();
     if (jb + 1 < n_end) {
       load_tile_async<Bc, kD, kThreads>(sK + (buf ^ 1) * Tr::kTileKV, K, (jb + 1) * Bc, p.Nk);
       load_tile_async<Bc, kD, kThreads>(sV + (buf ^ 1) * Tr::kTileKV, V, (jb + 1) * Bc, p.Nk);
@@ -120,42 +146,52 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
     const uint32_t aVj = smem_addr(sV + buf * Tr::kTileKV);
     const int key0 = jb * Bc;
 
-    // ---- S = Q_i K_j^T and dP = dO_i V_j^T (16 x Bc per warp) ----
-    float s[kNT][4] = {};
-    float dp[kNT][4] = {};
+    // ---- S = Q_i K_j^T and dP = dO_i V_j^T on this warp's 32 queries x 32 keys ----
+    // Element e of n8 tile n of m16 tile m: query row s_row0 + 16m + g (+8 for e >= 2), key
+    // column s_col0 + 8n + 2qd (+1 for odd e).
+    auto scores = [&](float(&acc)[kSM][kSN][4], uint32_t sA, uint32_t sB) {
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      uint32_t aq[4], ado[4];
-      ld_q(aq, aQ, 0, kk * 16);
-      ld_q(ado, adO, 0, kk * 16);
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        uint32_t a[kSM][4], b[kSN / 2][4];
 #pragma unroll
-      for (int nn = 0; nn < Bc / 16; ++nn) {
-        uint32_t bk[4], bv[4];
-        ld_kv(bk, aKj, nn * 16, kk * 16);
-        mma_pair<T>(s[2 * nn], s[2 * nn + 1], aq, bk);
-        ld_kv(bv, aVj, nn * 16, kk * 16);
-        mma_pair<T>(dp[2 * nn], dp[2 * nn + 1], ado, bv);
+        for (int m = 0; m < kSM; ++m) ld_s_a(a[m], sA, 16 * m, 16 * kk);
+#pragma unroll
+        for (int n = 0; n < kSN / 2; ++n) ld_s_b(b[n], sB, 16 * n, 16 * kk);
+#pragma unroll
+        for (int m = 0; m < kSM; ++m)
+#pragma unroll
+          for (int n = 0; n < kSN / 2; ++n)
+            mma_pair<T>(acc[m][2 * n], acc[m][2 * n + 1], a[m], b[n]);
       }
-    }
+    };
+    float s[kSM][kSN][4] = {};
+    scores(s, aQ, aKj);
+    float dp[kSM][kSN][4] = {};
+    scores(dp, adO, aVj);
 
-    // ---- P = exp2(S * scale*log2e - LSE2), dS = P * (dP - D) ----
-    // Element e of n8 tile n: query row g (+8 for e >= 2), key column n*8 + 2*qd (+1 for odd e).
-    // Two copies of the loop, as in the outer-K kernel: the masked one runs only on tiles that
-    // cross the causal diagonal or the end of the keys, and the other has no test per element.
+    // ---- P = exp2(S * scale*log2e - LSE2), dS = P * (dP - D), rounded to T ----
+    // Two copies of the loop: the masked one runs only on tiles that cross the causal diagonal
+    // or the end of the keys.
+    uint32_t ds[kSM][kSN][2];  // dS as T pairs: [0] row g, [1] row g + 8
     auto softmax_ds = [&](auto masked) {
 #pragma unroll
-      for (int n = 0; n < kNT; ++n) {
+      for (int m = 0; m < kSM; ++m)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float pv = fast_exp2(fmaf(s[n][e], p.scale_log2, -lse2[e / 2]));
-          if constexpr (decltype(masked)::value) {
-            const int query = q0 + warp_q0 + g + (e / 2) * 8;
-            const int key = key0 + n * 8 + 2 * qd + e % 2;
-            if (key >= p.Nk || (p.causal && key > query + p.offset)) pv = 0.f;
+        for (int n = 0; n < kSN; ++n) {
+          float v[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float pv = fast_exp2(fmaf(s[m][n][e], p.scale_log2, -lse2[m][e / 2]));
+            if constexpr (decltype(masked)::value) {
+              const int query = q0 + s_row0 + 16 * m + g + (e / 2) * 8;
+              const int key = key0 + s_col0 + 8 * n + 2 * qd + e % 2;
+              if (key >= p.Nk || (p.causal && key > query + p.offset)) pv = 0.f;
+            }
+            v[e] = pv * (dp[m][n][e] - dd[m][e / 2]);
           }
-          dp[n][e] = pv * (dp[n][e] - dd[e / 2]);
+          ds[m][n][0] = ElemTraits<T>::pack(v[0], v[1]);
+          ds[m][n][1] = ElemTraits<T>::pack(v[2], v[3]);
         }
-      }
     };
     const bool mask_tile = (p.causal && key0 + Bc - 1 > q0 + p.offset) || key0 + Bc > p.Nk;
     if (mask_tile) {
@@ -164,16 +200,37 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
       softmax_ds(std::false_type{});
     }
 
-    // ---- dQ_i += dS K_j: dS from registers, K_j read transposed ----
+    // dS into shared memory: a 16 x 16 piece (n8 tiles n, n+1; rows g and g+8) holds its values
+    // where an A fragment would, so on sm_90 one stmatrix writes it; else 8 plain stores.
+#pragma unroll
+    for (int m = 0; m < kSM; ++m)
+#pragma unroll
+      for (int n = 0; n < kSN; n += 2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        const uint32_t piece[4] = {ds[m][n][0], ds[m][n][1], ds[m][n + 1][0], ds[m][n + 1][1]};
+        stmatrix_x4(st_s.at(adS, 16 * m, 8 * n), piece);
+#else
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          const int r = s_row0 + 16 * m + g + 8 * (h % 2), c = s_col0 + (n + h / 2) * 8 + 2 * qd;
+          st_shared_u32(adS + 2 * swizzled_offset<Bc>(r, c), ds[m][n + h / 2][h % 2]);
+        }
+#endif
+      }
+    __syncthreads();  // dS of the whole block is in shared memory
+
+    // ---- dQ_i += dS K_j: this warp's 32 queries x d/2 columns; k runs over the Bc keys ----
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk) {
-      uint32_t a[4];
-      c_to_a<T>(a, dp[2 * kk], dp[2 * kk + 1]);
+      uint32_t a[kQM][4];
 #pragma unroll
-      for (int nn = 0; nn < kD / 16; ++nn) {
+      for (int m = 0; m < kQM; ++m) ld_q_a(a[m], adS, 16 * m, 16 * kk);
+#pragma unroll
+      for (int n = 0; n < kQN / 2; ++n) {
         uint32_t b[4];
-        ld_k_t(b, aKj, kk * 16, nn * 16);
-        mma_pair<T>(acc_dQ[2 * nn], acc_dQ[2 * nn + 1], a, b);
+        ld_q_b(b, aKj, 16 * kk, 16 * n);
+#pragma unroll
+        for (int m = 0; m < kQM; ++m) mma_pair<T>(acc_dQ[m][2 * n], acc_dQ[m][2 * n + 1], a[m], b);
       }
     }
   }
@@ -181,15 +238,17 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   // ---- dQ_i = scale * acc (zeros for rows that see no key) ----
   T* dQ = static_cast<T*>(p.dQ) + bh * p.Nq * kD;
 #pragma unroll
-  for (int n = 0; n < kD / 8; ++n) {
+  for (int m = 0; m < kQM; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = q0 + warp_q0 + g + 8 * h;
+      const int row = q0 + q_row0 + 16 * m + g + 8 * h;
       if (row >= p.Nq) continue;
-      *reinterpret_cast<uint32_t*>(dQ + static_cast<int64_t>(row) * kD + n * 8 + 2 * qd) =
-          ElemTraits<T>::pack(acc_dQ[n][2 * h] * p.scale, acc_dQ[n][2 * h + 1] * p.scale);
+#pragma unroll
+      for (int n = 0; n < kQN; ++n)
+        *reinterpret_cast<uint32_t*>(dQ + static_cast<int64_t>(row) * kD + q_col0 + 8 * n +
+                                     2 * qd) =
+            ElemTraits<T>::pack(acc_dQ[m][n][2 * h] * p.scale, acc_dQ[m][n][2 * h + 1] * p.scale);
     }
-  }
 }
 
 }  // namespace flashlab::cuda::bwd
