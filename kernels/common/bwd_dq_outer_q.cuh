@@ -8,26 +8,34 @@
 //   dP   = dO_i V_j^T                 dS = P * (dP - D_i)
 //   dQ_i += dS K_j                    dQ = scale * dQ_i, cast, stored once at the end
 //
-// Tiles and warps (Br = 128 queries per CTA, Bc = 64 keys per step, 8 warps). The same warp grids
-// as the outer-K kernel, with the roles of queries and keys swapped: every warp tile is 32 wide in
-// both directions, so a 16 x 16 fragment read from shared memory feeds 4 mma's, not 2 as with
-// 16-query warps.
+// Tiles and warps (Br = 128 queries per CTA, Bc = 64 keys per step, 8 warps). The warp grids
+// depend on the head dim:
 //
-//   S, dP (Br x Bc)            dQ_i (Br x d)
-//   queries x keys: 4 x 2      queries x d: 4 x 2, 32 x d/2 each, accumulated in registers
-//   +-----+-----+              +---------+---------+
-//   | w0  | w4  |  32 x 32     | w0      | w4      |
-//   | w1  | w5  |  each        | w1      | w5      |
-//   | w2  | w6  |              | w2      | w6      |
-//   | w3  | w7  |              | w3      | w7      |
-//   +-----+-----+              +---------+---------+
+//   d = 128: the outer-K kernel's grids with the roles of queries and keys swapped. Every warp
+//   tile is 32 wide in both directions, so a 16 x 16 fragment read from shared memory feeds 4
+//   mma's, not 2 as with 16-query warps.
 //
-// dS, rounded to T, goes through shared memory (swizzled, stmatrix on sm_90), because the warps
-// that multiply it by K_j own other columns of dQ_i. Two barriers per step: one when K_j, V_j have
-// landed (which also frees dS and the buffers of step j-1), one when dS is written.
+//     S, dP (Br x Bc)            dQ_i (Br x d)
+//     queries x keys: 4 x 2      queries x d: 4 x 2, 32 x d/2 each, accumulated in registers
+//     +-----+-----+              +---------+---------+
+//     | w0  | w4  |  32 x 32     | w0      | w4      |
+//     | w1  | w5  |  each        | w1      | w5      |
+//     | w2  | w6  |              | w2      | w6      |
+//     | w3  | w7  |              | w3      | w7      |
+//     +-----+-----+              +---------+---------+
 //
-// Shared memory: Q_i, dO_i, 2 x K_j, 2 x V_j (cp.async one step ahead), dS (Br x Bc) = 144 KiB at
-// d = 128, 80 KiB at d = 64.
+//   dS, rounded to T, goes through shared memory (swizzled, stmatrix on sm_90), because the warps
+//   that multiply it by K_j own other columns of dQ_i. Two barriers per step: one when K_j, V_j
+//   have landed (which also frees dS and the buffers of step j-1), one when dS is written.
+//
+//   d = 64: 8 x 1 grids, 16 queries per warp across all Bc keys and all d columns of dQ_i. A
+//   warp's dS rows are its own dQ rows, so dS goes from the score accumulators straight into the
+//   A fragments of dS K_j (C -> A in registers): no dS in shared memory and one barrier per step.
+//   With only d/16 = 4 k-steps per score tile, the wider tiles' saving in ldmatrix did not pay
+//   for the round trip of dS through shared memory (docs/perf.md, backward step 10).
+//
+// Shared memory: Q_i, dO_i, 2 x K_j, 2 x V_j (cp.async one step ahead), and dS (Br x Bc) where it
+// is shared: 144 KiB at d = 128, 64 KiB at d = 64.
 #pragma once
 
 #include <cstdint>
@@ -48,18 +56,21 @@ struct OuterQTraits {
   static constexpr int kThreads = 32 * kWarps;
   static_assert(Br <= kRowPad && kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
 
-  static constexpr int kSWarpRows = 4;                       // S, dP: queries x keys
-  static constexpr int kSRows = Br / kSWarpRows;             // 32 queries
-  static constexpr int kSCols = Bc / (kWarps / kSWarpRows);  // 32 keys
-  static constexpr int kQWarpRows = 4;                       // dQ: queries x d
-  static constexpr int kQRows = Br / kQWarpRows;             // 32 queries
-  static constexpr int kQCols = kD / (kWarps / kQWarpRows);  // d/2
+  static constexpr int kSWarpRows = kD == 64 ? 8 : 4;        // S, dP: queries x keys
+  static constexpr int kSRows = Br / kSWarpRows;             // 16 or 32 queries
+  static constexpr int kSCols = Bc / (kWarps / kSWarpRows);  // 64 or 32 keys
+  static constexpr int kQWarpRows = kSWarpRows;              // dQ: queries x d
+  static constexpr int kQRows = Br / kQWarpRows;             // 16 or 32 queries
+  static constexpr int kQCols = kD / (kWarps / kQWarpRows);  // d or d/2
   static_assert(kSRows % 16 == 0 && kSCols % 16 == 0 && kQRows % 16 == 0 && kQCols % 16 == 0,
                 "warp tiles are made of 16 x 16 pieces");
+  // A warp whose score tile spans all Bc keys owns the same queries in dQ_i: dS stays in its
+  // registers.
+  static constexpr bool kDsInRegisters = kSCols == Bc;
 
   static constexpr int kTileQ = Br * kD;
   static constexpr int kTileKV = Bc * kD;
-  static constexpr int kTileS = Br * Bc;
+  static constexpr int kTileS = kDsInRegisters ? 0 : Br * Bc;
   static constexpr size_t kSmemBytes = (2 * kTileQ + 4 * kTileKV + kTileS) * 2;
 };
 
@@ -76,7 +87,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   T* sdO = sQ + Tr::kTileQ;
   T* sK = sdO + Tr::kTileQ;       // [2][Bc x d]
   T* sV = sK + 2 * Tr::kTileKV;   // [2][Bc x d]
-  T* sdS = sV + 2 * Tr::kTileKV;  // [Br x Bc]
+  T* sdS = sV + 2 * Tr::kTileKV;  // [Br x Bc], unless dS stays in registers
 
   // Q block. Causal: the last blocks see the most keys, so they are launched first; the light
   // ones then fill the GPU at the end instead of one long block running alone.
@@ -94,9 +105,9 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   // This lane's ldmatrix / stmatrix offsets at those origins (bwd_tiles.cuh).
   const Ldsm<Frag::a_rowmajor, kD> ld_s_a(s_row0, 0);     // Q_i, dO_i rows (queries) of S, dP
   const Ldsm<Frag::b_nk, kD> ld_s_b(s_col0, 0);           // K_j, V_j rows (keys) of S, dP
-  const Ldsm<Frag::a_rowmajor, Bc> ld_q_a(q_row0, 0);     // dS rows (queries) of dQ_i
   const Ldsm<Frag::b_kn, kD> ld_q_b(0, q_col0);           // K_j columns of dQ_i
-  const Ldsm<Frag::a_rowmajor, Bc> st_s(s_row0, s_col0);  // stmatrix of dS: the A map
+  const Ldsm<Frag::a_rowmajor, Bc> ld_q_a(q_row0, 0);     // dS rows (queries) of dQ_i (smem)
+  const Ldsm<Frag::a_rowmajor, Bc> st_s(s_row0, s_col0);  // stmatrix of dS: the A map (smem)
   const uint32_t aQ = smem_addr(sQ), adO = smem_addr(sdO), adS = smem_addr(sdS);
 
   const T* Q = static_cast<const T*>(p.Q) + bh * p.Nq * kD;
@@ -146,7 +157,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
     const uint32_t aVj = smem_addr(sV + buf * Tr::kTileKV);
     const int key0 = jb * Bc;
 
-    // ---- S = Q_i K_j^T and dP = dO_i V_j^T on this warp's 32 queries x 32 keys ----
+    // ---- S = Q_i K_j^T and dP = dO_i V_j^T on this warp's kSRows queries x kSCols keys ----
     // Element e of n8 tile n of m16 tile m: query row s_row0 + 16m + g (+8 for e >= 2), key
     // column s_col0 + 8n + 2qd (+1 for odd e).
     auto scores = [&](float(&acc)[kSM][kSN][4], uint32_t sA, uint32_t sB) {
@@ -200,37 +211,57 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
       softmax_ds(std::false_type{});
     }
 
-    // dS into shared memory: a 16 x 16 piece (n8 tiles n, n+1; rows g and g+8) holds its values
-    // where an A fragment would, so on sm_90 one stmatrix writes it; else 8 plain stores.
-#pragma unroll
-    for (int m = 0; m < kSM; ++m)
-#pragma unroll
-      for (int n = 0; n < kSN; n += 2) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        const uint32_t piece[4] = {ds[m][n][0], ds[m][n][1], ds[m][n + 1][0], ds[m][n + 1][1]};
-        stmatrix_x4(st_s.at(adS, 16 * m, 8 * n), piece);
-#else
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          const int r = s_row0 + 16 * m + g + 8 * (h % 2), c = s_col0 + (n + h / 2) * 8 + 2 * qd;
-          st_shared_u32(adS + 2 * swizzled_offset<Bc>(r, c), ds[m][n + h / 2][h % 2]);
-        }
-#endif
-      }
-    __syncthreads();  // dS of the whole block is in shared memory
-
-    // ---- dQ_i += dS K_j: this warp's 32 queries x d/2 columns; k runs over the Bc keys ----
-#pragma unroll
-    for (int kk = 0; kk < Bc / 16; ++kk) {
-      uint32_t a[kQM][4];
-#pragma unroll
-      for (int m = 0; m < kQM; ++m) ld_q_a(a[m], adS, 16 * m, 16 * kk);
+    // ---- dQ_i += dS K_j: this warp's kQRows queries x kQCols columns; k runs over the Bc keys ----
+    // A 16 x 16 piece of dS (n8 tiles n, n+1; rows g and g+8) holds its values where an A
+    // fragment wants them.
+    auto ds_piece = [&](uint32_t(&a)[4], int m, int n) {
+      a[0] = ds[m][n][0];
+      a[1] = ds[m][n][1];
+      a[2] = ds[m][n + 1][0];
+      a[3] = ds[m][n + 1][1];
+    };
+    auto dq_step = [&](int kk, const uint32_t(&a)[kQM][4]) {
 #pragma unroll
       for (int n = 0; n < kQN / 2; ++n) {
         uint32_t b[4];
         ld_q_b(b, aKj, 16 * kk, 16 * n);
 #pragma unroll
         for (int m = 0; m < kQM; ++m) mma_pair<T>(acc_dQ[m][2 * n], acc_dQ[m][2 * n + 1], a[m], b);
+      }
+    };
+    if constexpr (Tr::kDsInRegisters) {
+#pragma unroll
+      for (int kk = 0; kk < Bc / 16; ++kk) {
+        uint32_t a[kQM][4];
+#pragma unroll
+        for (int m = 0; m < kQM; ++m) ds_piece(a[m], m, 2 * kk);
+        dq_step(kk, a);
+      }
+    } else {
+      // dS into shared memory, one piece per stmatrix on sm_90, else 8 plain stores.
+#pragma unroll
+      for (int m = 0; m < kSM; ++m)
+#pragma unroll
+        for (int n = 0; n < kSN; n += 2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+          uint32_t piece[4];
+          ds_piece(piece, m, n);
+          stmatrix_x4(st_s.at(adS, 16 * m, 8 * n), piece);
+#else
+#pragma unroll
+          for (int h = 0; h < 4; ++h) {
+            const int r = s_row0 + 16 * m + g + 8 * (h % 2), c = s_col0 + (n + h / 2) * 8 + 2 * qd;
+            st_shared_u32(adS + 2 * swizzled_offset<Bc>(r, c), ds[m][n + h / 2][h % 2]);
+          }
+#endif
+        }
+      __syncthreads();  // dS of the whole block is in shared memory
+#pragma unroll
+      for (int kk = 0; kk < Bc / 16; ++kk) {
+        uint32_t a[kQM][4];
+#pragma unroll
+        for (int m = 0; m < kQM; ++m) ld_q_a(a[m], adS, 16 * m, 16 * kk);
+        dq_step(kk, a);
       }
     }
   }
