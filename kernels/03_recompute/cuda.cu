@@ -10,8 +10,9 @@
 //                (Br = 64 or 128): S^T, P^T, dV += P^T dO, dP^T, dS^T, dK += dS^T Q -- 4 matmuls
 //                                                              (common/bwd_outer_k.cuh,
 //                                                              DqMode::none)
-//   dQ           outer loop over Q blocks (Br = 128, 8 warps in 4 x 2 tiles), inner over K blocks
-//                (Bc = 64): S, P, dP, dS, dQ += dS K -- 3 matmuls, S and dP computed a second time
+//   dQ           outer loop over Q blocks (Br = 128, 8 warps: 4 x 2 tiles at d = 128, 8 x 1 at
+//                d = 64), inner over K blocks (Bc = 64): S, P, dP, dS, dQ += dS K -- 3 matmuls,
+//                S and dP computed a second time
 //                                                              (common/bwd_dq_outer_q.cuh)
 //
 //        dK,dV kernel                         dQ kernel
