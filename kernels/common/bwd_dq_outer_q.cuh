@@ -161,19 +161,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
     // Element e of n8 tile n of m16 tile m: query row s_row0 + 16m + g (+8 for e >= 2), key
     // column s_col0 + 8n + 2qd (+1 for odd e).
     auto scores = [&](float(&acc)[kSM][kSN][4], uint32_t sA, uint32_t sB) {
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        uint32_t a[kSM][4], b[kSN / 2][4];
-#pragma unroll
-        for (int m = 0; m < kSM; ++m) ld_s_a(a[m], sA, 16 * m, 16 * kk);
-#pragma unroll
-        for (int n = 0; n < kSN / 2; ++n) ld_s_b(b[n], sB, 16 * n, 16 * kk);
-#pragma unroll
-        for (int m = 0; m < kSM; ++m)
-#pragma unroll
-          for (int n = 0; n < kSN / 2; ++n)
-            mma_pair<T>(acc[m][2 * n], acc[m][2 * n + 1], a[m], b[n]);
-      }
+      score_tile<T, kD>(acc, ld_s_a, sA, ld_s_b, sB);
     };
     float s[kSM][kSN][4] = {};
     scores(s, aQ, aKj);

@@ -116,6 +116,26 @@ __device__ __forceinline__ void mma_pair(float (&acc0)[4], float (&acc1)[4], con
   mma_16816<T>(acc1, a, b1);
 }
 
+// A warp's score tile: acc (kM m16 x kN n8 tiles) += A * B^T over kK columns, where A's rows and
+// B's rows are both rows of tiles stored k-contiguous (Q or dO, and K or V, or the other way round
+// for the transposed products). Every fragment read from shared memory is used kN/2 or kM times.
+template <class T, int kK, int kM, int kN, class LdA, class LdB>
+__device__ __forceinline__ void score_tile(float (&acc)[kM][kN][4], const LdA& ld_a, uint32_t sA,
+                                           const LdB& ld_b, uint32_t sB) {
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk) {
+    uint32_t a[kM][4], b[kN / 2][4];
+#pragma unroll
+    for (int m = 0; m < kM; ++m) ld_a(a[m], sA, 16 * m, 16 * kk);
+#pragma unroll
+    for (int n = 0; n < kN / 2; ++n) ld_b(b[n], sB, 16 * n, 16 * kk);
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int n = 0; n < kN / 2; ++n) mma_pair<T>(acc[m][2 * n], acc[m][2 * n + 1], a[m], b[n]);
+  }
+}
+
 // ---- registers -> registers
 // -----------------------------------------------------------------------
 
