@@ -14,6 +14,7 @@ namespace flashlab::cpu {
 // Forward passes: write O and LSE (naive also writes P).
 void naive_forward(const Problem&, const Inputs&, const CpuOptions&, Forward&, Counters&);
 void tiled_forward(const Problem&, const Inputs&, const CpuOptions&, Forward&, Counters&);
+void hopper_forward(const Problem&, const Inputs&, const CpuOptions&, Forward&, Counters&);
 
 // Backward passes: read Q, K, V, dO from `in` and O, LSE (naive: P) from `fwd`.
 void naive_backward(const Problem&, const Inputs&, const Forward&, const CpuOptions&, Gradients&,

@@ -93,7 +93,7 @@ class TorchTimer:
         return statistics.median(ms), min(ms), max(ms)
 
 
-def time_torch(torch, timer, backend_name, dtype, B, H, N, d, causal):
+def time_torch(torch, timer, backend_name, dtype, B, H, N, d, causal, passes):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
@@ -104,13 +104,17 @@ def time_torch(torch, timer, backend_name, dtype, B, H, N, d, causal):
     q, k, v, do = (torch.randn(shape, device="cuda", dtype=tdtype, generator=gen) for _ in range(4))
     out = {}
     with sdpa_kernel([backend]):
-        with torch.no_grad():
-            out["fwd"] = timer.time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
-        qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
-        o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
-        out["bwd"] = timer.time(
-            lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
-    del q, k, v, do, qg, kg, vg, o
+        if "fwd" in passes:
+            with torch.no_grad():
+                out["fwd"] = timer.time(
+                    lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        if "bwd" in passes:
+            qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
+            o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+            out["bwd"] = timer.time(
+                lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
+            del qg, kg, vg, o
+    del q, k, v, do
     torch.cuda.empty_cache()
     return out
 
@@ -128,7 +132,9 @@ def main():
     ap.add_argument("--dtype", type=csv_strs, default=["fp16", "bf16"])
     ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
     ap.add_argument("--versions", type=csv_strs,
-                    default=["tiled", "recompute", "atomic-dq", "deterministic-dq"])
+                    default=["tiled", "hopper", "recompute", "atomic-dq", "deterministic-dq"])
+    ap.add_argument("--passes", type=csv_strs, default=["fwd", "bwd"],
+                    help="which PyTorch passes to time (fwd, bwd); flashlab runs each version's own")
     ap.add_argument("--tokens", type=int, default=16384, help="B*N (as flashlab bench)")
     ap.add_argument("--hidden", type=int, default=2048, help="H*d (as flashlab bench)")
     ap.add_argument("--repeats", type=int, default=10)
@@ -160,7 +166,8 @@ def main():
                         B, H = max(1, args.tokens // N), max(1, args.hidden // d)
                         for backend in ("flash", "cudnn"):
                             try:
-                                res = time_torch(torch, timer, backend, dtype, B, H, N, d, causal)
+                                res = time_torch(torch, timer, backend, dtype, B, H, N, d, causal,
+                                                 args.passes)
                             except Exception as e:  # a backend may not support a shape
                                 print(f"torch {backend} {dtype} d={d} causal={causal} N={N}: {e}",
                                       file=sys.stderr)
@@ -220,7 +227,7 @@ def main():
             "ratio": "PyTorch time / flashlab time (> 1: flashlab faster)",
         },
         "config": {"N": args.N, "d": args.d, "dtype": args.dtype, "causal": args.causal,
-                   "versions": args.versions, "tokens": args.tokens, "hidden": args.hidden,
+                   "versions": args.versions, "passes": args.passes, "tokens": args.tokens, "hidden": args.hidden,
                    "repeats": args.repeats, "warmup": args.warmup},
         "flashlab_bench_exit": bench_rc,
         "torch": torch_rows,

@@ -40,7 +40,7 @@ int64_t deterministic_dq_workspace(const Problem& p, const CpuOptions& o) {
 #define CUDA_ENTRY(x) nullptr
 #endif
 
-const std::array<VersionInfo, 5> kVersions = {{
+const std::array<VersionInfo, 6> kVersions = {{
     {"naive", "01_naive", Pass::both,
      "S and P materialised in memory (N x N per head); the textbook backward from stored P", false,
      "2*B*H*Nq*Nk*4 (S, P fp32) + B*H*Nq*4 (D)", naive_workspace, cpu::naive_forward,
@@ -64,6 +64,11 @@ const std::array<VersionInfo, 5> kVersions = {{
      true, "2*B*H*Nq*4 (D, LSE*log2e) + S*B*H*Nq*d*4 (fp32 dQ splits; S = ceil(Nk/Bc) on the CPU, "
      "CUDA bounds S to a few per head that fill the GPU)", deterministic_dq_workspace,
      nullptr, cpu::deterministic_dq_backward, CUDA_ENTRY(deterministic_dq)},
+    {"hopper", "06_hopper", Pass::fwd,
+     "the Hopper machinery (FA3): tiles by the bulk tensor copy engine on mbarriers from a "
+     "producer warpgroup, asynchronous warpgroup products (wgmma), two consumer warpgroups in "
+     "pingpong so softmax overlaps the products (sm_90a only)",
+     true, "0", no_workspace, cpu::hopper_forward, nullptr, CUDA_ENTRY(hopper)},
 }};
 
 }  // namespace

@@ -28,6 +28,7 @@ BenchConfig make_config(const BenchArgs& a) {
   BenchConfig b;
   b.backend = resolve_backend(a.backend);
   b.versions = parse_versions(a.versions);
+  if (a.versions == "all" && b.backend == Backend::cuda) b.versions = runnable_on_cuda(b.versions);
   b.Ns = a.Ns;
   b.ds = a.ds;
   for (const std::string& s : a.dtypes) {

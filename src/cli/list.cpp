@@ -37,7 +37,22 @@ Report list_report() {
                         ? fmt::format("{} (sm_{}{}, {} SMs)", d.name, d.cc_major, d.cc_minor, d.sms)
                         : "none: " + d.why_absent;
   b.rows.push_back({"cuda", cuda_built(), dev});
-  r.tables = {v, b};
+  // Which versions the CUDA backend can run here: a rung built for one GPU generation says why
+  // it cannot run on this build or this device.
+  Table g{"cuda",
+          "CUDA versions on this machine",
+          {{"id", "id", "", ""}, {"cuda", "cuda", "", ""}, {"why", "why not", "", ""}},
+          {}};
+  for (const VersionInfo& x : versions()) {
+    std::string why;
+    if (!x.cuda || (!x.cuda->forward && !x.cuda->backward && !x.cuda->unavailable))
+      why = "no CUDA implementation in this build";
+    else if (x.cuda->unavailable)
+      why = x.cuda->unavailable();
+    if (why.empty() && !d.present) why = "no CUDA device: " + d.why_absent;
+    g.rows.push_back({x.id, why.empty() ? "available" : "unavailable", why.empty() ? "-" : why});
+  }
+  r.tables = {v, b, g};
   r.observations.push_back(
       "Every version has a CPU twin (same block schedule, plain loops over tiles); "
       "`flashlab run --versions all` puts them side by side against the fp64 reference.");

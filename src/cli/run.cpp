@@ -36,6 +36,7 @@ RunConfig make_config(const RunArgs& a) {
   RunConfig c;
   c.backend = resolve_backend(a.backend);
   c.versions = parse_versions(a.versions);
+  if (a.versions == "all" && c.backend == Backend::cuda) c.versions = runnable_on_cuda(c.versions);
   Problem& p = c.problem;
   if (a.dtype == "auto")
     p.dtype = c.backend == Backend::cuda ? DType::f16 : DType::f32;

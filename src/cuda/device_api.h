@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/problem.h"
@@ -36,6 +37,17 @@ struct Version {
   // when the version has no such pass. Launches only: no allocation, no synchronisation.
   void (*forward)(const DeviceTensors&) = nullptr;
   void (*backward)(const DeviceTensors&) = nullptr;
+  // Empty when this build and this GPU can run the version at all; otherwise why not (a rung
+  // built for one GPU generation only). Null means always available where CUDA is.
+  std::string (*unavailable)() = nullptr;
+};
+
+// A version's kernel with one of its ideas switched off, for an ablation study.
+struct AblationVariant {
+  const char* id;    // "hopper", "no-tma", ...
+  const char* idea;  // which idea of the rung is off ("" for the rung itself)
+  const char* what;  // what the variant does instead
+  Version version;
 };
 
 // Defined in kernels/NN_name/cuda.cu.
@@ -44,5 +56,10 @@ extern const Version tiled;
 extern const Version recompute;
 extern const Version atomic_dq;
 extern const Version deterministic_dq;
+extern const Version hopper;
+
+// The hopper rung's ablation: the rung, then one variant per idea switched off (empty when this
+// build has no sm_90a code).
+std::span<const AblationVariant> hopper_ablation();
 
 }  // namespace flashlab::cuda

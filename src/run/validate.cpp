@@ -63,6 +63,13 @@ std::vector<const VersionInfo*> parse_versions(const std::string& list) {
   return out;
 }
 
+std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const VersionInfo*>& list) {
+  std::vector<const VersionInfo*> out;
+  for (const VersionInfo* v : list)
+    if (v->cuda && !(v->cuda->unavailable && !v->cuda->unavailable().empty())) out.push_back(v);
+  return out;
+}
+
 Backend resolve_backend(const std::string& name) {
   const cuda::DeviceInfo& d = cuda::device_info();
   if (name == "cpu") return Backend::cpu;

@@ -1,0 +1,137 @@
+// hopper: the forward of the Hopper rung, as plain loops over tiles. The arithmetic is tiled's
+// (online softmax over K/V blocks); what the twin shows is the CUDA kernel's schedule, taken
+// from the same function (schedule.h): per Q block, the K/V blocks from the diagonal down, the
+// ones that need a mask (ragged last block, blocks crossing the diagonal) first, then the rest
+// with no mask at all.
+//
+//   for each (head, Q block i):                    one CTA: 2 consumer warpgroups of 64 rows
+//     for it in 0 .. n_kv - 1:   j = n_kv - 1 - it  K_j, V_j arrive by the copy engine
+//       S = scale Q_i K_j^T       masked only while it < n_masked
+//       online softmax step (m, l, O_i)
+//     O_i = O_i / l, LSE_i = m + log l
+//
+// What the twin cannot show is the overlap (copies, products and softmax at once): that is
+// measured by the ablation on the GPU (`flashlab lab hopper`).
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "06_hopper/schedule.h"
+#include "common/cpu_tiles.h"
+#include "core/dtype.h"
+#include "cpu_versions.h"
+
+namespace flashlab::cpu {
+
+namespace {
+
+template <class T>
+struct Tile {  // what one block keeps on chip
+  std::vector<T> Q, Kt, V, S, O, m, l;
+  Tile(int64_t Br, int64_t Bc, int64_t d)
+      : Q(Br * d), Kt(d * Bc), V(Bc * d), S(Br * Bc), O(Br * d), m(Br), l(Br) {}
+};
+
+// Folds one scaled, masked S tile into m, l and O (the kernel's softmax, in base e).
+template <class T>
+void softmax_step(Tile<T>& t, int64_t rows, int64_t cols, int64_t d) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* s = &t.S[r * cols];
+    T m_new = t.m[r];
+    for (int64_t c = 0; c < cols; ++c) m_new = std::max(m_new, s[c]);
+    if (m_new == -std::numeric_limits<T>::infinity()) {  // nothing visible yet
+      std::fill(s, s + cols, T(0));
+      continue;
+    }
+    const T alpha = std::exp(t.m[r] - m_new);
+    exp_shifted(s, cols, m_new);
+    T sum = 0;
+    for (int64_t c = 0; c < cols; ++c) sum += s[c];
+    t.l[r] = alpha * t.l[r] + sum;
+    t.m[r] = m_new;
+    T* o = &t.O[r * d];
+    for (int64_t k = 0; k < d; ++k) o[k] *= alpha;
+  }
+  mm_nn(t.O.data(), d, t.S.data(), cols, t.V.data(), d, rows, d, cols);
+}
+
+template <class T>
+void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
+                Counters& cnt) {
+  const Shape& s = p.shape;
+  const int64_t d = s.d;
+  const Blocks qb{s.Nq, o.Br}, kb{s.Nk, o.Bc};
+  const bool dry = o.dry_run;
+  const T scale = static_cast<T>(p.softmax_scale());
+  out.P.clear();
+  if (dry) {
+    out.O.clear();
+    out.LSE.clear();
+  } else {
+    out.O.resize(static_cast<size_t>(s.q_elems()));
+    out.LSE.resize(static_cast<size_t>(s.lse_elems()));
+  }
+  Counters total;
+
+#pragma omp parallel num_threads(thread_count(o, p)) reduction(+ : total)
+  {
+    Tile<T> t(dry ? 0 : o.Br, dry ? 0 : o.Bc, dry ? 0 : d);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t h = 0; h < s.heads(); ++h)
+      for (int64_t i = 0; i < qb.count(); ++i) {
+        const hopper::BlockSchedule sc = hopper::block_schedule(
+            o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
+            static_cast<int>(p.causal_offset()), static_cast<int>(i));
+        const int64_t r0 = qb.begin(i), rows = qb.size(i);
+        total.tiles_computed += sc.n_kv;
+        total.tiles_skipped += kb.count() - sc.n_kv;
+        total.elems_read += rows * d;  // Q_i
+        if (!dry) {
+          load_rows(t.Q.data(), &in.Q[(h * s.Nq + r0) * d], rows, d);
+          std::fill(t.O.begin(), t.O.end(), T(0));
+          std::fill(t.m.begin(), t.m.end(), -std::numeric_limits<T>::infinity());
+          std::fill(t.l.begin(), t.l.end(), T(0));
+        }
+        for (int it = 0; it < sc.n_kv; ++it) {
+          const int64_t j = sc.kv_block(it), c0 = kb.begin(j), cols = kb.size(j);
+          const TileMask mask = tile_mask(p, r0, rows, c0, cols);
+          const bool masked = it < sc.n_masked;
+          // The schedule promises that the tail of the loop needs no mask: hold it to that.
+          if (!masked && (mask != TileMask::none || cols != o.Bc))
+            throw std::logic_error("hopper schedule: an unmasked iteration meets a mask");
+          total.elems_read += 2 * cols * d;                 // K_j, V_j
+          total.matmul_flops += 2 * (2 * rows * cols * d);  // Q K^T and P V
+          if (dry) continue;
+          load_transposed(t.Kt.data(), &in.K[(h * s.Nk + c0) * d], cols, d);
+          load_rows(t.V.data(), &in.V[(h * s.Nk + c0) * d], cols, d);
+          std::fill(t.S.begin(), t.S.begin() + rows * cols, T(0));
+          mm_nn(t.S.data(), cols, t.Q.data(), d, t.Kt.data(), cols, rows, cols, d);
+          scale_and_mask(t.S.data(), rows, cols, scale, masked ? mask : TileMask::none, p, r0, c0);
+          softmax_step(t, rows, cols, d);
+        }
+        total.elems_written += rows * d + rows;  // O_i, LSE_i
+        if (dry) continue;
+        for (int64_t r = 0; r < rows; ++r) {
+          const bool saw_none = t.l[r] == T(0);
+          for (int64_t k = 0; k < d; ++k)
+            out.O[(h * s.Nq + r0 + r) * d + k] =
+                saw_none ? 0.0 : round_to(p.dtype, static_cast<double>(t.O[r * d + k] / t.l[r]));
+          out.LSE[h * s.Nq + r0 + r] = saw_none ? -std::numeric_limits<double>::infinity()
+                                                : static_cast<double>(t.m[r] + std::log(t.l[r]));
+        }
+      }
+  }
+  cnt += total;
+}
+
+}  // namespace
+
+void hopper_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
+                    Counters& cnt) {
+  check_problem(p, o, "hopper_forward");
+  if (!o.dry_run) check_inputs(p, in, "hopper_forward");
+  with_compute_type(p.dtype, [&](auto zero) { hopper_fwd<decltype(zero)>(p, in, o, out, cnt); });
+}
+
+}  // namespace flashlab::cpu

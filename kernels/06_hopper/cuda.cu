@@ -1,0 +1,199 @@
+// hopper — the FlashAttention forward written the Hopper way (FA3's ideas on sm_90a).
+//
+// What changes from `tiled`: the same online softmax over the same tiles, but every part of the
+// work is handed to the unit of the chip built for it, and the parts overlap.
+//   1. Tiles arrive by the bulk tensor copy engine (TMA): one thread asks for a 128 x 128 tile,
+//      the engine computes the addresses, swizzles, zero-fills past the end, and signals an
+//      mbarrier when the bytes have landed. K and V each have a ring of stages.
+//   2. The products are warpgroup MMAs (wgmma): 128 threads issue one 64 x N x 16 product that
+//      runs asynchronously; S = Q K^T reads Q and K straight from shared memory, O += P V takes P
+//      from the registers that hold S.
+//   3. Warp specialisation: a producer warpgroup (one thread of it, in fact) only issues copies
+//      and gives its registers to the two consumer warpgroups (setmaxnreg 24 / 240).
+//   4. Pingpong: the two consumer warpgroups take turns on the tensor cores (named barriers), so
+//      one's softmax runs while the other's products do.
+//   5. Inside a warpgroup, the softmax of block j runs while S = Q K_{j+1}^T is already issued.
+//   6. O leaves through shared memory by a bulk tensor store; causal blocks with the most keys
+//      start first.
+//
+// The picture (d = 128; Br = 128 query rows per block, Bc = 128 keys per tile, 2 stages):
+//
+//   producer warpgroup     consumer warpgroup 0 (rows 0-63)    consumer warpgroup 1 (rows 64-127)
+//   (1 thread, 24 regs)    (240 regs)                          (240 regs)
+//   Q ─TMA─▶ sQ            wait K_j, V_j-1                      softmax(S_j-1) ...
+//   K_j ─TMA─▶ sK[j%2]     ══ S_j = Q K_j^T, O += P V_j-1 ══▶  (its turn waits on named barrier)
+//   V_j ─TMA─▶ sV[j%2]     softmax(S_j) ...                     ══ S_j, P V_j-1 ══▶
+//     ▲  full[s] ▼         release K_j, V_j-1 (empty[s]) ──┐    softmax(S_j) ...
+//     └── empty[s] ◀──────────────────────────────────────┘
+//   epilogue: O / l ─▶ sQ rows of the warpgroup ─TMA store─▶ O;  LSE from registers
+//
+// Each idea can be switched off at compile time (FwdIdeas in fwd_params.h); `flashlab lab hopper`
+// times the rung against each variant on the GPU in front of you.
+//
+// Limits: sm_90a only (an H100/H200: wgmma and setmaxnreg exist nowhere else; the build needs
+// -gencode=arch=compute_90a,code=sm_90a); fp16 and bf16 storage, fp32 accumulation; head dims
+// 64 and 128; B*H <= 65535; positive scale. Any Nq, Nk: the copy engine clips tiles at a head's
+// last row, so ragged tails are masked, not assumed away.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "06_hopper/fwd_params.h"
+#include "common/check.cuh"
+#include "common/tensor_map.h"
+#include "cuda/device_api.h"
+#include "cuda/runner.h"
+
+namespace flashlab::cuda {
+
+namespace {
+
+// Empty when this build and this GPU can run the rung; otherwise why not.
+std::string hopper_unavailable() {
+#ifndef FLASHLAB_HAVE_SM90A
+  return "this build has no sm_90a code (FLASHLAB_CUDA_GENCODE lacks "
+         "-gencode=arch=compute_90a,code=sm_90a)";
+#else
+  const DeviceInfo& d = device_info();
+  if (!d.present) return "no CUDA device: " + d.why_absent;
+  if (d.cc_major != 9 || d.cc_minor != 0)
+    return "needs an sm_90 GPU (H100, H200: wgmma, setmaxnreg); " + d.name + " is sm_" +
+           std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+  return {};
+#endif
+}
+
+std::string hopper_check(const Problem& p) {
+  const std::string why = hopper_unavailable();
+  if (!why.empty()) return why;
+  const Shape& s = p.shape;
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
+    return "hopper on CUDA stores fp16 or bf16, not " + to_string(p.dtype);
+  if (s.d != 64 && s.d != 128)
+    return "hopper's CUDA kernel is built for head dims 64 and 128; d = " + std::to_string(s.d) +
+           " is not one of them";
+  if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1) return "B, H, Nq and Nk must be at least 1";
+  if (s.heads() > 65535) return "hopper's CUDA kernel handles at most 65535 heads (B*H)";
+  if (s.Nq > (1 << 30) || s.Nk > (1 << 30)) return "hopper's CUDA kernel needs Nq, Nk < 2^30";
+  if (!(p.softmax_scale() > 0.0)) return "hopper's CUDA kernel needs a positive softmax scale";
+  return {};
+}
+
+size_t hopper_workspace(const Problem&) {
+  return 0;
+}
+
+#ifdef FLASHLAB_HAVE_SM90A
+using hopper_fwd::FwdParams;
+
+// The parameters of one forward: tensor maps over this problem's buffers (they hold the device
+// addresses, so they are made for every call; encoding one takes a few microseconds).
+template <int D>
+FwdParams forward_params(const DeviceTensors& t) {
+  const Problem& p = t.problem;
+  const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
+  const int64_t heads = p.shape.heads(), Nq = p.shape.Nq, Nk = p.shape.Nk;
+  using Tr = hopper_fwd::FwdTraits<D>;
+  FwdParams fp{};
+  fp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Tr::Br);
+  fp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, heads, Tr::Bc);
+  fp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, heads, Tr::Bc);
+  fp.o_map = sm90::tensor_map_3d(t.O, e, D, Nq, heads, 64);  // one consumer warpgroup's rows
+  fp.q = t.Q;
+  fp.k = t.K;
+  fp.v = t.V;
+  fp.o = t.O;
+  fp.lse = t.LSE;
+  fp.Nq = static_cast<int>(Nq);
+  fp.Nk = static_cast<int>(Nk);
+  fp.causal_offset = static_cast<int>(p.causal_offset());
+  fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
+  return fp;
+}
+
+template <unsigned kIdeas, class T, int D>
+void forward_for(const DeviceTensors& t) {
+  const FwdParams fp = forward_params<D>(t);
+  const int heads = static_cast<int>(t.problem.shape.heads());
+  auto st = static_cast<cudaStream_t>(t.stream);
+  if (t.problem.causal)
+    hopper_fwd::launch_fwd<T, D, true, kIdeas>(fp, heads, st);
+  else
+    hopper_fwd::launch_fwd<T, D, false, kIdeas>(fp, heads, st);
+}
+
+void hopper_forward(const DeviceTensors& t) {
+  const Problem& p = t.problem;
+  constexpr unsigned kAll = hopper_fwd::kAllIdeas;
+  if (p.dtype == DType::f16)
+    p.shape.d == 64 ? forward_for<kAll, __half, 64>(t) : forward_for<kAll, __half, 128>(t);
+  else
+    p.shape.d == 64 ? forward_for<kAll, __nv_bfloat16, 64>(t)
+                    : forward_for<kAll, __nv_bfloat16, 128>(t);
+}
+
+// The ablation's variants run bf16, d = 128 only (the shape the rung is tuned for).
+std::string ablation_check(const Problem& p) {
+  const std::string why = hopper_check(p);
+  if (!why.empty()) return why;
+  if (p.dtype != DType::bf16 || p.shape.d != 128)
+    return "the hopper ablation's variants are built for bf16, d = 128 only";
+  return {};
+}
+
+template <unsigned kIdeas>
+void ablation_forward(const DeviceTensors& t) {
+  forward_for<kIdeas, __nv_bfloat16, 128>(t);
+}
+
+template <unsigned kIdeas>
+constexpr Version ablation_version() {
+  return Version{ablation_check, hopper_workspace, ablation_forward<kIdeas>, nullptr,
+                 hopper_unavailable};
+}
+
+const AblationVariant kAblation[] = {
+    {"hopper", "", "the rung: every idea on", ablation_version<hopper_fwd::kAllIdeas>()},
+    {"no-tma", "1",
+     "tiles copied by the producer warpgroup with cp.async instead of the bulk "
+     "tensor copy engine",
+     ablation_version<hopper_fwd::kWithoutTma>()},
+    {"sync-wgmma", "2", "every wgmma group waited for as soon as it is issued",
+     ablation_version<hopper_fwd::kWithoutAsyncWgmma>()},
+    {"no-warp-spec", "3",
+     "no producer warpgroup and no setmaxnreg: a consumer thread issues the "
+     "copies as stages are released",
+     ablation_version<hopper_fwd::kWithoutWarpSpecialization>()},
+    {"no-pingpong", "4",
+     "the two consumer warpgroups issue their products whenever they are "
+     "ready",
+     ablation_version<hopper_fwd::kWithoutPingpong>()},
+    {"no-intra-overlap", "5", "S, softmax and P V of a block in turn, inside each warpgroup",
+     ablation_version<hopper_fwd::kWithoutIntraOverlap>()},
+    {"no-tma-epilogue", "6a",
+     "O stored from registers instead of through shared memory by a bulk "
+     "tensor store",
+     ablation_version<hopper_fwd::kWithoutTmaEpilogue>()},
+    {"no-heavy-first", "6b",
+     "causal Q blocks started in index order instead of the heaviest "
+     "first",
+     ablation_version<hopper_fwd::kWithoutHeavyFirst>()},
+};
+#endif
+
+}  // namespace
+
+#ifdef FLASHLAB_HAVE_SM90A
+const Version hopper{hopper_check, hopper_workspace, hopper_forward, nullptr, hopper_unavailable};
+std::span<const AblationVariant> hopper_ablation() {
+  return kAblation;
+}
+#else
+const Version hopper{hopper_check, hopper_workspace, nullptr, nullptr, hopper_unavailable};
+std::span<const AblationVariant> hopper_ablation() {
+  return {};
+}
+#endif
+
+}  // namespace flashlab::cuda

@@ -1,0 +1,246 @@
+// A consumer warpgroup: 64 query rows of the block, their S tile and O accumulator in registers.
+//
+// Per K/V block, with every idea on (the picture in cuda.cu shows the two warpgroups together):
+//
+//   wait K_j, V_{j-1}       (full barriers)
+//   take the turn           (pingpong: the other warpgroup is in its softmax now)
+//   S   = Q K_j^T           issued, asynchronous: Q and K from shared memory
+//   O  += P_{j-1} V_{j-1}   issued, asynchronous: P from registers, V from shared memory
+//   pass the turn
+//   wait for S; release K_j
+//   softmax of S (m, l, P_j) while P_{j-1} V_{j-1} still runs on the tensor cores
+//   wait for P V; release V_{j-1}
+//   rescale O by exp2(m_old - m_new); pack P_j to 16 bits
+//
+// Switched off, each idea falls back to the plain order: "intra_overlap" off issues S, does the
+// softmax, then issues P V of the same block; "async_wgmma" off waits for every product as soon
+// as it is issued; "pingpong" off lets both warpgroups issue whenever they are ready.
+#pragma once
+
+#include <cmath>
+
+#include "06_hopper/fwd_epilogue.cuh"
+#include "06_hopper/fwd_producer.cuh"
+#include "common/mma.cuh"
+#include "common/sm90_sync.cuh"
+#include "common/sm90_wgmma.cuh"
+
+namespace flashlab::cuda::hopper_fwd {
+
+template <class T, int D, bool kCausal, unsigned kIdeaBits>
+struct Consumer {
+  static constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
+  using Tr = FwdTraits<D>;
+  static constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
+  static constexpr int NS = Bc / 2;  // S accumulators per thread (64 x Bc over 128 threads)
+  static constexpr int NO = D / 2;   // O accumulators per thread
+  static constexpr int NP = Bc / 4;  // P as packed pairs: the A operand of P V
+  static_assert(Br == 128, "two consumer warpgroups of 64 rows");
+
+  const FwdParams& p;
+  const Smem<T, D>& sm;
+  const BlockSchedule& sc;
+  int head;
+  int wg;                                 // consumer warpgroup: 0 or 1
+  int t;                                  // thread within the warpgroup
+  const Loader<T, D, kIdeaBits>* refill;  // without warp specialisation: the thread that also loads
+
+  float o[NO];
+  float s[NS];
+  uint32_t pf[NP];
+  float m[2], l[2];  // running max (log2 units, scale folded in) and this thread's part of the sum
+
+  __device__ void run() {
+#pragma unroll
+    for (int i = 0; i < NO; ++i) o[i] = 0.f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+    if (kIdeas.pingpong && wg == 1) sm90::named_arrive(kTurnBarrier + 0, 256);  // 0 goes first
+    sm90::mbar_wait(sm.q_full, 0);
+    if constexpr (kIdeas.intra_overlap)
+      mainloop_overlapped();
+    else
+      mainloop_plain();
+    store_o_lse<T, D, kIdeaBits>(p, sm, sc, head, wg, t, o, m, l);
+  }
+
+ private:
+  static __device__ uint32_t parity(int it) {
+    return (it / kStages) & 1;
+  }
+
+  // ---- turns on the tensor cores (pingpong) ----
+  __device__ void take_turn() const {
+    if constexpr (kIdeas.pingpong) sm90::named_sync(kTurnBarrier + wg, 256);
+  }
+  // The last turn of warpgroup 1 is not passed on: warpgroup 0 has no turn left to take.
+  __device__ void pass_turn(bool last) const {
+    if constexpr (kIdeas.pingpong)
+      if (!(last && wg == 1)) sm90::named_arrive(kTurnBarrier + (1 - wg), 256);
+  }
+
+  // ---- the two products ----
+  // S = Q K^T: 64 x Bc, D/16 steps of k16; both operands K-major in shared memory.
+  __device__ void issue_s(int stage) {
+    const uint32_t q_base = sm90::smem_u32(sm.q) + wg * 64 * 128;
+    const uint32_t k_base = sm90::smem_u32(sm.k) + stage * Bc * D * 2;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t block = kk / 4, step = (kk % 4) * 32;
+      sm90::wgmma_ss<T, Bc>(s, sm90::smem_desc(q_base + block * Br * 128 + step),
+                            sm90::smem_desc(k_base + block * Bc * 128 + step), kk > 0);
+    }
+    sm90::wgmma_commit();
+    if constexpr (!kIdeas.async_wgmma) sm90::wgmma_wait<0>();
+  }
+
+  // O += P V: 64 x D, Bc/16 steps of k16; P from registers, V MN-major in shared memory.
+  __device__ void issue_pv(int stage) {
+    const uint32_t v_base = sm90::smem_u32(sm.v) + stage * Bc * D * 2;
+#pragma unroll
+    for (int kk = 0; kk < Bc / 16; ++kk) {
+      const uint32_t a[4] = {pf[4 * kk], pf[4 * kk + 1], pf[4 * kk + 2], pf[4 * kk + 3]};
+      sm90::wgmma_rs<T, D>(o, a, sm90::smem_desc(v_base + kk * 16 * 128, Bc * 128), 1);
+    }
+    sm90::wgmma_commit();
+    if constexpr (!kIdeas.async_wgmma) sm90::wgmma_wait<0>();
+  }
+
+  // ---- releases (and, without a producer, the refills they make possible) ----
+  __device__ void release_k(int it) {
+    sm90::mbar_arrive(sm.k_empty + it % kStages);
+    if (refill && it + kStages < sc.n_kv) refill->load_k(it + kStages);
+  }
+  __device__ void release_v(int it) {
+    sm90::mbar_arrive(sm.v_empty + it % kStages);
+    if (refill && it + kStages < sc.n_kv) refill->load_v(it + kStages);
+  }
+
+  // ---- softmax ----
+  // Keys a row may not see get -inf: past Nk, or past the row's diagonal.
+  __device__ void apply_mask(int it) {
+    const int lane = t % 32;
+    const int key0 = sc.kv_block(it) * Bc + 2 * (lane % 4);
+    const int row0 = sc.q0 + 64 * wg + 16 * (t / 32) + lane / 4;
+#pragma unroll
+    for (int i = 0; i < NS; ++i) {
+      const int key = key0 + 8 * (i >> 2) + (i & 1), row = row0 + 8 * ((i >> 1) & 1);
+      if (key >= p.Nk || (kCausal && key > row + p.causal_offset)) s[i] = -INFINITY;
+    }
+  }
+
+  // Online softmax of S in base 2 (p = 2^(s scale log2e - m)); returns the factors that rescale
+  // O for each of the thread's two rows. A row with nothing visible yet keeps m = -inf and uses 0
+  // in its place, so that its p are exp2(-inf) = 0, never NaN.
+  __device__ void softmax(int it, float (&alpha)[2]) {
+    if (it < sc.n_masked) apply_mask(it);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < NS / 4; ++k)
+        mx = fmaxf(mx, fmaxf(s[4 * k + 2 * h], s[4 * k + 2 * h + 1]));
+      mx = quad_max(mx);
+      const float m_new = fmaxf(m[h], mx * p.scale_log2);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      alpha[h] = fast_exp2(m[h] - m_use);
+      m[h] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int k = 0; k < NS / 4; ++k)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[4 * k + 2 * h + e];
+          x = fast_exp2(fmaf(x, p.scale_log2, -m_use));
+          sum += x;
+        }
+      l[h] = l[h] * alpha[h] + sum;
+    }
+  }
+
+  __device__ void rescale_o(const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+  }
+
+  // The S accumulators, in pairs, become P's A operand (same layout: see sm90_wgmma.cuh).
+  __device__ void pack_p() {
+#pragma unroll
+    for (int k = 0; k < NP; ++k) pf[k] = ElemTraits<T>::pack(s[2 * k], s[2 * k + 1]);
+  }
+
+  // ---- the two loops ----
+  __device__ void mainloop_overlapped() {
+    const int n = sc.n_kv;
+    float alpha[2];
+    // Block 0 of the visiting order: S alone.
+    sm90::mbar_wait(sm.k_full, 0);
+    take_turn();
+    sm90::wgmma_fence();
+    issue_s(0);
+    pass_turn(false);
+    sm90::wgmma_wait<0>();
+    sm90::pin(s);
+    release_k(0);
+    softmax(0, alpha);  // O is still 0: nothing to rescale
+    pack_p();
+    for (int it = 1; it < n; ++it) {
+      const int st = it % kStages, sp = (it - 1) % kStages;
+      sm90::mbar_wait(sm.k_full + st, parity(it));
+      sm90::mbar_wait(sm.v_full + sp, parity(it - 1));
+      take_turn();
+      sm90::wgmma_fence();
+      issue_s(st);
+      issue_pv(sp);
+      pass_turn(false);
+      sm90::wgmma_wait<1>();  // S of this block is done; P V of the last one may still run
+      sm90::pin(s);
+      release_k(it);
+      softmax(it, alpha);
+      sm90::wgmma_wait<0>();
+      sm90::pin(o);
+      release_v(it - 1);
+      rescale_o(alpha);
+      pack_p();
+    }
+    // P V of the last block.
+    const int sp = (n - 1) % kStages;
+    sm90::mbar_wait(sm.v_full + sp, parity(n - 1));
+    take_turn();
+    sm90::wgmma_fence();
+    issue_pv(sp);
+    pass_turn(true);
+    sm90::wgmma_wait<0>();
+    sm90::pin(o);
+    release_v(n - 1);
+  }
+
+  __device__ void mainloop_plain() {
+    const int n = sc.n_kv;
+    float alpha[2];
+    for (int it = 0; it < n; ++it) {
+      const int st = it % kStages;
+      sm90::mbar_wait(sm.k_full + st, parity(it));
+      take_turn();
+      sm90::wgmma_fence();
+      issue_s(st);
+      pass_turn(false);
+      sm90::wgmma_wait<0>();
+      sm90::pin(s);
+      release_k(it);
+      softmax(it, alpha);
+      rescale_o(alpha);
+      pack_p();
+      sm90::mbar_wait(sm.v_full + st, parity(it));
+      take_turn();
+      sm90::wgmma_fence();
+      issue_pv(st);
+      pass_turn(it == n - 1);
+      sm90::wgmma_wait<0>();
+      sm90::pin(o);
+      release_v(it);
+    }
+  }
+};
+
+}  // namespace flashlab::cuda::hopper_fwd

@@ -1,0 +1,75 @@
+// The epilogue of a consumer warpgroup: O = acc / l and LSE = m ln 2 + ln l for its 64 rows.
+//
+// With the bulk store (the rung), the warpgroup writes its O rows, packed to 16 bits, into the
+// rows of the shared Q tile it owns (its last product has read them), in the same 128-byte
+// swizzle the copy engine expects; after a proxy fence and a barrier of the warpgroup, one thread
+// stores the 64 x D tile with D / 64 bulk tensor copies, which clip rows past Nq. Without it, every
+// thread stores its pairs of O straight from registers (4-byte stores, a row test on each).
+// LSE goes from registers to global memory either way: one float per row.
+#pragma once
+
+#include <cmath>
+
+#include "06_hopper/fwd_schedule.cuh"
+#include "common/mma.cuh"
+#include "common/sm90_sync.cuh"
+#include "common/sm90_tma.cuh"
+#include "common/sm90_wgmma.cuh"
+
+namespace flashlab::cuda::hopper_fwd {
+
+template <class T, int D, unsigned kIdeaBits>
+__device__ void store_o_lse(const FwdParams& p, const Smem<T, D>& sm, const BlockSchedule& sc,
+                            int head, int wg, int t, float (&o)[D / 2], const float (&m)[2],
+                            const float (&l)[2]) {
+  constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
+  constexpr int Br = FwdTraits<D>::Br;
+  constexpr float kLn2 = 0.6931471805599453f;
+  const int lane = t % 32, qd = lane % 4;
+  const int row_in_wg = 16 * (t / 32) + lane / 4;  // + 8 for the second row of the thread
+  float inv[2], lse[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float lt = quad_sum(l[h]);
+    inv[h] = lt > 0.f ? 1.f / lt : 0.f;
+    lse[h] = lt > 0.f ? m[h] * kLn2 + logf(lt) : -INFINITY;
+  }
+  if constexpr (kIdeas.tma_epilogue) {
+    const uint32_t o_base = sm90::smem_u32(sm.q) + wg * 64 * 128;
+#pragma unroll
+    for (int i = 0; i < D / 2; i += 2) {
+      const int h = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * qd;
+      const uint32_t at =
+          o_base + (col / 64) * Br * 128 + sm90::swizzle128_offset(row_in_wg + 8 * h, col % 64);
+      st_shared_u32(at, ElemTraits<T>::pack(o[i] * inv[h], o[i + 1] * inv[h]));
+    }
+    sm90::fence_proxy_async_smem();
+    sm90::named_sync(kEpilogueBarrierId + wg, 128);
+    if (t == 0) {
+      for (int b = 0; b < D / 64; ++b)
+        sm90::tma_store_3d(&p.o_map, 64 * b, sc.q0 + 64 * wg, head,
+                           sm.q + b * Br * 64 + wg * 64 * 64);
+      sm90::tma_store_commit();
+      sm90::tma_store_wait_read();
+    }
+  } else {
+    T* O = static_cast<T*>(p.o) + static_cast<int64_t>(head) * p.Nq * D;
+#pragma unroll
+    for (int i = 0; i < D / 2; i += 2) {
+      const int h = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * qd;
+      const int row = sc.q0 + 64 * wg + row_in_wg + 8 * h;
+      if (row < p.Nq)
+        *reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(row) * D + col) =
+            ElemTraits<T>::pack(o[i] * inv[h], o[i + 1] * inv[h]);
+    }
+  }
+  if (qd == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = sc.q0 + 64 * wg + row_in_wg + 8 * h;
+      if (row < p.Nq) p.lse[static_cast<int64_t>(head) * p.Nq + row] = lse[h];
+    }
+  }
+}
+
+}  // namespace flashlab::cuda::hopper_fwd

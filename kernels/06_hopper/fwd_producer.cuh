@@ -1,0 +1,84 @@
+// The producer: fills the Q tile once and the K/V rings tile by tile, each copy completing on its
+// stage's `full` barrier, each stage reused only after the consumers released it on `empty`.
+//
+// With the bulk tensor copy engine (the rung) one thread does all of it: a 128 x 128 tile is
+// two copy instructions (one per 64-column block). Without it (the ablation's "no TMA") the four
+// warps of the producer warpgroup copy every 16-byte chunk themselves with cp.async, computing
+// the swizzled address and zero-filling rows past the end, and each thread's copies arrive on the
+// barrier when they land.
+#pragma once
+
+#include "06_hopper/fwd_schedule.cuh"
+#include "common/sm90_tma.cuh"
+#include "common/sm90_wgmma.cuh"
+
+namespace flashlab::cuda::hopper_fwd {
+
+template <class T, int D, unsigned kIdeaBits>
+struct Loader {
+  static constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
+  using Tr = FwdTraits<D>;
+  static constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
+  static constexpr int kBlocks = D / 64;  // 64-column blocks per tile row
+
+  const FwdParams& p;
+  const Smem<T, D>& sm;
+  const BlockSchedule& sc;
+  int head;
+  int tid;  // thread within the producer warpgroup (cp.async copies use all 128)
+
+  // Arrivals a `full` barrier waits for: the arming thread, or every copying thread.
+  static constexpr uint32_t kFullArrivals = kIdeas.tma ? 1 : 128;
+
+  __device__ void load_q() const {
+    if constexpr (kIdeas.tma) {
+      sm90::mbar_arrive_expect_tx(sm.q_full, Br * D * 2);
+      for (int b = 0; b < kBlocks; ++b)
+        sm90::tma_load_3d(sm.q + b * Br * 64, &p.q_map, 64 * b, sc.q0, head, sm.q_full);
+    } else {
+      copy_tile<Br>(sm.q, static_cast<const T*>(p.q), sc.q0, p.Nq);
+      sm90::cp_async_arrive(sm.q_full);
+    }
+  }
+
+  // Iteration `it`'s K (or V) block into stage it % kStages, once that stage is free: the
+  // consumers released it after iteration it - kStages (parity flips each lap of the ring).
+  __device__ void load_k(int it) const { load_kv(it, sm.k, sm.k_full, sm.k_empty, &p.k_map, p.k); }
+  __device__ void load_v(int it) const { load_kv(it, sm.v, sm.v_full, sm.v_empty, &p.v_map, p.v); }
+
+ private:
+  __device__ void load_kv(int it, T* ring, uint64_t* full, uint64_t* empty, const CUtensorMap* map,
+                          const void* src) const {
+    const int s = it % kStages;
+    const uint32_t lap_parity = (it / kStages) & 1;
+    sm90::mbar_wait(empty + s, lap_parity ^ 1);
+    T* tile = ring + s * Bc * D;
+    const int row0 = sc.kv_block(it) * Bc;
+    if constexpr (kIdeas.tma) {
+      sm90::mbar_arrive_expect_tx(full + s, Bc * D * 2);
+      for (int b = 0; b < kBlocks; ++b)
+        sm90::tma_load_3d(tile + b * Bc * 64, map, 64 * b, row0, head, full + s);
+    } else {
+      copy_tile<Bc>(tile, static_cast<const T*>(src), row0, p.Nk);
+      sm90::cp_async_arrive(full + s);
+    }
+  }
+
+  // Rows [row0, row0 + kRows) of this head's [n_rows x D] tensor into a swizzled tile, by the 128
+  // threads of the producer warpgroup; rows past n_rows are zero-filled.
+  template <int kRows>
+  __device__ void copy_tile(T* dst, const T* tensor, int row0, int n_rows) const {
+    constexpr int kChunks = D / 8;  // 16-byte chunks per row
+    const T* src = tensor + static_cast<int64_t>(head) * n_rows * D;
+    const uint32_t base = sm90::smem_u32(dst);
+    for (int i = tid; i < kRows * kChunks; i += 128) {
+      const int r = i / kChunks, c = i % kChunks;
+      const uint32_t to = base + (c / 8) * kRows * 128 + sm90::swizzle128_offset(r, (c % 8) * 8);
+      const bool valid = row0 + r < n_rows;
+      sm90::cp_async_16_zfill(to, valid ? src + static_cast<int64_t>(row0 + r) * D + c * 8 : src,
+                              valid);
+    }
+  }
+};
+
+}  // namespace flashlab::cuda::hopper_fwd

@@ -1,0 +1,51 @@
+// The tile schedule of the Hopper forward, shared by the CUDA kernel and its CPU twin so that the
+// two walk the same blocks in the same order by construction.
+//
+//   Q block (Br rows)  x  K/V blocks j = n_kv - 1, n_kv - 2, ..., 0   (from the diagonal down)
+//
+// Under the causal mask a block never visits the K blocks wholly above its diagonal, and it walks
+// the rest from the last one down: the blocks that need a mask (the ragged last block, the blocks
+// that cross the diagonal) come first, so the long tail of the loop runs with no mask code at all.
+#pragma once
+
+#if defined(__CUDACC__)
+#define FLASHLAB_HD __host__ __device__
+#else
+#define FLASHLAB_HD
+#endif
+
+namespace flashlab::hopper {
+
+struct BlockSchedule {
+  int q0;        // first query row of the block
+  int n_kv;      // K/V blocks visited
+  int n_masked;  // the first n_masked of them (in visiting order) need the mask
+  // The K/V block of iteration `it`: from the last visited block down to block 0.
+  FLASHLAB_HD int kv_block(int it) const { return n_kv - 1 - it; }
+};
+
+// Query block `q_block` of a head with Nq queries and Nk keys; a query i sees keys
+// j <= i + causal_offset when causal.
+FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool causal, int Nq, int Nk,
+                                                int causal_offset, int q_block) {
+  BlockSchedule s;
+  s.q0 = q_block * Br;
+  int n_kv = (Nk + Bc - 1) / Bc;
+  int unmasked = Nk / Bc;  // whole blocks: no key past Nk
+  if (causal) {
+    // Keys up to the last row's diagonal are visited; keys up to the first row's are seen by
+    // every row of the block, so the blocks wholly below that need no mask.
+    const int last_row = (s.q0 + Br < Nq ? s.q0 + Br : Nq) - 1;
+    const int last_key = last_row + causal_offset;
+    const int visited = last_key < 0 ? 0 : last_key / Bc + 1;
+    n_kv = visited < n_kv ? visited : n_kv;
+    const int seen_by_all = s.q0 + causal_offset + 1;  // keys [0, seen_by_all)
+    const int whole = seen_by_all <= 0 ? 0 : seen_by_all / Bc;
+    unmasked = whole < unmasked ? whole : unmasked;
+  }
+  s.n_kv = n_kv;
+  s.n_masked = n_kv - (unmasked < n_kv ? unmasked : n_kv);
+  return s;
+}
+
+}  // namespace flashlab::hopper
