@@ -7,7 +7,7 @@ namespace flashlab {
 
 namespace {
 
-const std::array<LabInfo, 7> kLabs = {{
+const std::array<LabInfo, 8> kLabs = {{
     {"gradcheck",
      "Gradient check: FlashAttention backward = standard backward = finite differences",
      "梯度检查：FlashAttention 的反向 = 标准反向 = 有限差分", lab::gradcheck},
@@ -23,6 +23,8 @@ const std::array<LabInfo, 7> kLabs = {{
      "练习 3：不存 LSE 时反向要多花多少", lab::no_lse},
     {"determinism", "Atomic dQ vs deterministic dQ: run-to-run spread, memory, time",
      "atomic dQ vs 确定性 dQ：多次运行的差异、显存、耗时", lab::determinism},
+    {"hopper", "The Hopper rung's ideas, each switched off in turn: what each buys on this GPU",
+     "Hopper 这一级的各个想法逐个关掉：每个想法在这块 GPU 上值多少", lab::hopper},
 }};
 
 }  // namespace

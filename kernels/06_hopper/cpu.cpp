@@ -80,7 +80,7 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t h = 0; h < s.heads(); ++h)
       for (int64_t i = 0; i < qb.count(); ++i) {
-        const hopper::BlockSchedule sc = hopper::block_schedule(
+        const rung6::BlockSchedule sc = rung6::block_schedule(
             o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
             static_cast<int>(p.causal_offset()), static_cast<int>(i));
         const int64_t r0 = qb.begin(i), rows = qb.size(i);

@@ -37,8 +37,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <iterator>
 #include <string>
 
+#include "06_hopper/ablation.h"
 #include "06_hopper/fwd_params.h"
 #include "common/check.cuh"
 #include "common/tensor_map.h"
@@ -89,12 +91,12 @@ using hopper_fwd::FwdParams;
 
 // The parameters of one forward: tensor maps over this problem's buffers (they hold the device
 // addresses, so they are made for every call; encoding one takes a few microseconds).
-template <int D>
+template <int D, bool kCausal>
 FwdParams forward_params(const DeviceTensors& t) {
   const Problem& p = t.problem;
   const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
   const int64_t heads = p.shape.heads(), Nq = p.shape.Nq, Nk = p.shape.Nk;
-  using Tr = hopper_fwd::FwdTraits<D>;
+  using Tr = hopper_fwd::FwdTraits<D, kCausal>;
   FwdParams fp{};
   fp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Tr::Br);
   fp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, heads, Tr::Bc);
@@ -109,18 +111,18 @@ FwdParams forward_params(const DeviceTensors& t) {
   fp.Nk = static_cast<int>(Nk);
   fp.causal_offset = static_cast<int>(p.causal_offset());
   fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
+  fp.q_blocks = static_cast<int>((Nq + Tr::Br - 1) / Tr::Br);
+  fp.tiles = static_cast<int>(fp.q_blocks * heads);
   return fp;
 }
 
 template <unsigned kIdeas, class T, int D>
 void forward_for(const DeviceTensors& t) {
-  const FwdParams fp = forward_params<D>(t);
-  const int heads = static_cast<int>(t.problem.shape.heads());
   auto st = static_cast<cudaStream_t>(t.stream);
   if (t.problem.causal)
-    hopper_fwd::launch_fwd<T, D, true, kIdeas>(fp, heads, st);
+    hopper_fwd::launch_fwd<T, D, true, kIdeas>(forward_params<D, true>(t), st);
   else
-    hopper_fwd::launch_fwd<T, D, false, kIdeas>(fp, heads, st);
+    hopper_fwd::launch_fwd<T, D, false, kIdeas>(forward_params<D, false>(t), st);
 }
 
 void hopper_forward(const DeviceTensors& t) {
@@ -153,45 +155,37 @@ constexpr Version ablation_version() {
                  hopper_unavailable};
 }
 
-const AblationVariant kAblation[] = {
-    {"hopper", "", "the rung: every idea on", ablation_version<hopper_fwd::kAllIdeas>()},
-    {"no-tma", "1",
-     "tiles copied by the producer warpgroup with cp.async instead of the bulk "
-     "tensor copy engine",
-     ablation_version<hopper_fwd::kWithoutTma>()},
-    {"sync-wgmma", "2", "every wgmma group waited for as soon as it is issued",
-     ablation_version<hopper_fwd::kWithoutAsyncWgmma>()},
-    {"no-warp-spec", "3",
-     "no producer warpgroup and no setmaxnreg: a consumer thread issues the "
-     "copies as stages are released",
-     ablation_version<hopper_fwd::kWithoutWarpSpecialization>()},
-    {"no-pingpong", "4",
-     "the two consumer warpgroups issue their products whenever they are "
-     "ready",
-     ablation_version<hopper_fwd::kWithoutPingpong>()},
-    {"no-intra-overlap", "5", "S, softmax and P V of a block in turn, inside each warpgroup",
-     ablation_version<hopper_fwd::kWithoutIntraOverlap>()},
-    {"no-tma-epilogue", "6a",
-     "O stored from registers instead of through shared memory by a bulk "
-     "tensor store",
-     ablation_version<hopper_fwd::kWithoutTmaEpilogue>()},
-    {"no-heavy-first", "6b",
-     "causal Q blocks started in index order instead of the heaviest "
-     "first",
-     ablation_version<hopper_fwd::kWithoutHeavyFirst>()},
+// One kernel per line of kAblation (ablation.h), in its order.
+const Version kAblationVersions[] = {
+    ablation_version<hopper_fwd::kAllIdeas>(),
+    ablation_version<hopper_fwd::kWithoutTma>(),
+    ablation_version<hopper_fwd::kWithoutAsyncWgmma>(),
+    ablation_version<hopper_fwd::kWithoutWarpSpecialization>(),
+    ablation_version<hopper_fwd::kWithoutPingpong>(),
+    ablation_version<hopper_fwd::kWithoutIntraOverlap>(),
+    ablation_version<hopper_fwd::kWithoutTmaEpilogue>(),
+    ablation_version<hopper_fwd::kWithoutHeavyFirst>(),
+    ablation_version<hopper_fwd::kWithoutPersistent>(),
 };
 #endif
 
 }  // namespace
 
 #ifdef FLASHLAB_HAVE_SM90A
+namespace hopper_fwd {
+int device_sms() {
+  return device_info().sms;
+}
+}  // namespace hopper_fwd
+
 const Version hopper{hopper_check, hopper_workspace, hopper_forward, nullptr, hopper_unavailable};
-std::span<const AblationVariant> hopper_ablation() {
-  return kAblation;
+std::span<const Version> hopper_ablation() {
+  static_assert(std::size(kAblationVersions) == std::size(rung6::kAblation));
+  return kAblationVersions;
 }
 #else
 const Version hopper{hopper_check, hopper_workspace, nullptr, nullptr, hopper_unavailable};
-std::span<const AblationVariant> hopper_ablation() {
+std::span<const Version> hopper_ablation() {
   return {};
 }
 #endif

@@ -1,20 +1,20 @@
-// A consumer warpgroup: 64 query rows of the block, their S tile and O accumulator in registers.
+// A consumer warpgroup: 64 query rows of each tile, their S tile and O accumulator in registers.
 //
-// Per K/V block, with every idea on (the picture in cuda.cu shows the two warpgroups together):
+// Per K/V block, with every idea on (the picture in cuda.cu shows the warpgroups together):
 //
 //   wait K_j, V_{j-1}       (full barriers)
-//   take the turn           (pingpong: the other warpgroup is in its softmax now)
+//   take the turn           (pingpong: the other warpgroups are in their softmax now)
 //   S   = Q K_j^T           issued, asynchronous: Q and K from shared memory
 //   O  += P_{j-1} V_{j-1}   issued, asynchronous: P from registers, V from shared memory
 //   pass the turn
-//   wait for S; release K_j
+//   wait for S; release K_j (and Q after the tile's last S)
 //   softmax of S (m, l, P_j) while P_{j-1} V_{j-1} still runs on the tensor cores
 //   wait for P V; release V_{j-1}
 //   rescale O by exp2(m_old - m_new); pack P_j to 16 bits
 //
 // Switched off, each idea falls back to the plain order: "intra_overlap" off issues S, does the
 // softmax, then issues P V of the same block; "async_wgmma" off waits for every product as soon
-// as it is issued; "pingpong" off lets both warpgroups issue whenever they are ready.
+// as it is issued; "pingpong" off lets the warpgroups issue whenever they are ready.
 #pragma once
 
 #include <cmath>
@@ -30,53 +30,80 @@ namespace flashlab::cuda::hopper_fwd {
 template <class T, int D, bool kCausal, unsigned kIdeaBits>
 struct Consumer {
   static constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
-  using Tr = FwdTraits<D>;
+  using Tr = FwdTraits<D, kCausal>;
   static constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
-  static constexpr int NS = Bc / 2;  // S accumulators per thread (64 x Bc over 128 threads)
-  static constexpr int NO = D / 2;   // O accumulators per thread
-  static constexpr int NP = Bc / 4;  // P as packed pairs: the A operand of P V
-  static_assert(Br == 128, "two consumer warpgroups of 64 rows");
+  static constexpr int W = Tr::kConsumers;  // consumer warpgroups, 64 rows each
+  static constexpr int NS = Bc / 2;         // S accumulators per thread (64 x Bc over 128 threads)
+  static constexpr int NO = D / 2;          // O accumulators per thread
+  static constexpr int NP = Bc / 4;         // P as packed pairs: the A operand of P V
+  static_assert(Br == 64 * W && W >= 2 && W <= 4, "two to four consumer warpgroups of 64 rows");
 
   const FwdParams& p;
-  const Smem<T, D>& sm;
-  const BlockSchedule& sc;
+  const Smem<T, D, kCausal>& sm;
+  int wg;  // consumer warpgroup: 0 .. W-1
+  int t;   // thread within the warpgroup
+  const Loader<T, D, kCausal, kIdeaBits>*
+      refill;  // without warp specialisation: the thread that loads
+
+  // The tile in hand.
+  BlockSchedule sc;
   int head;
-  int wg;                                 // consumer warpgroup: 0 or 1
-  int t;                                  // thread within the warpgroup
-  const Loader<T, D, kIdeaBits>* refill;  // without warp specialisation: the thread that also loads
+  int g0;  // the block's iteration count before this tile: the K/V ring position of its first
 
   float o[NO];
   float s[NS];
   uint32_t pf[NP];
   float m[2], l[2];  // running max (log2 units, scale folded in) and this thread's part of the sum
 
+  // Every tile of the block, in order. The last warpgroup opens the first turn; at the end the
+  // first warpgroup takes the turn passed to it last, so no arrival is left on a barrier.
   __device__ void run() {
+    if (kIdeas.pingpong && wg == W - 1) sm90::named_arrive(kTurnBarrier + 0, 256);
+    int q_count = 0;
+    g0 = 0;
+    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+      const Tile tl = tile_of<kIdeas.heavy_first>(p, tile);
+      head = tl.head;
+      sc = block_schedule<Br, Bc, kCausal>(p, tl.q_block);
+      if (sc.n_kv == 0) {  // causal, Nq > Nk: no row of the tile sees a key
+        store_empty_rows<T, D>(p, sc, head, wg, t);
+        continue;
+      }
 #pragma unroll
-    for (int i = 0; i < NO; ++i) o[i] = 0.f;
-    m[0] = m[1] = -INFINITY;
-    l[0] = l[1] = 0.f;
-    if (kIdeas.pingpong && wg == 1) sm90::named_arrive(kTurnBarrier + 0, 256);  // 0 goes first
-    sm90::mbar_wait(sm.q_full, 0);
-    if constexpr (kIdeas.intra_overlap)
-      mainloop_overlapped();
-    else
-      mainloop_plain();
-    store_o_lse<T, D, kIdeaBits>(p, sm, sc, head, wg, t, o, m, l);
+      for (int i = 0; i < NO; ++i) o[i] = 0.f;
+      m[0] = m[1] = -INFINITY;
+      l[0] = l[1] = 0.f;
+      if (refill) {  // no producer: this thread starts the tile's loads itself
+        refill->load_q(head, sc.q0, q_count);
+        for (int it = 0; it < kStages && it < sc.n_kv; ++it) {
+          refill->load_k(head, sc, it, g0 + it);
+          refill->load_v(head, sc, it, g0 + it);
+        }
+      }
+      sm90::mbar_wait(sm.q_full, q_count & 1);
+      if constexpr (kIdeas.intra_overlap)
+        mainloop_overlapped();
+      else
+        mainloop_plain();
+      store_o_lse<T, D, kCausal, kIdeaBits>(p, sm, sc, head, wg, t, o, m, l);
+      g0 += sc.n_kv;
+      ++q_count;
+    }
+    if (kIdeas.pingpong && wg == 0) sm90::named_sync(kTurnBarrier + 0, 256);
+    if (kIdeas.tma_epilogue && t == 0) sm90::tma_store_wait_read();  // before shared memory goes
   }
 
  private:
-  static __device__ uint32_t parity(int it) {
-    return (it / kStages) & 1;
+  static __device__ uint32_t parity(int g) {
+    return (g / kStages) & 1;
   }
 
-  // ---- turns on the tensor cores (pingpong) ----
+  // ---- turns on the tensor cores (pingpong, a ring over the W warpgroups) ----
   __device__ void take_turn() const {
     if constexpr (kIdeas.pingpong) sm90::named_sync(kTurnBarrier + wg, 256);
   }
-  // The last turn of warpgroup 1 is not passed on: warpgroup 0 has no turn left to take.
-  __device__ void pass_turn(bool last) const {
-    if constexpr (kIdeas.pingpong)
-      if (!(last && wg == 1)) sm90::named_arrive(kTurnBarrier + (1 - wg), 256);
+  __device__ void pass_turn() const {
+    if constexpr (kIdeas.pingpong) sm90::named_arrive(kTurnBarrier + (wg + 1) % W, 256);
   }
 
   // ---- the two products ----
@@ -108,12 +135,13 @@ struct Consumer {
 
   // ---- releases (and, without a producer, the refills they make possible) ----
   __device__ void release_k(int it) {
-    sm90::mbar_arrive(sm.k_empty + it % kStages);
-    if (refill && it + kStages < sc.n_kv) refill->load_k(it + kStages);
+    sm90::mbar_arrive(sm.k_empty + (g0 + it) % kStages);
+    if (it == sc.n_kv - 1) sm90::mbar_arrive(sm.q_empty);  // the tile's last S has read Q
+    if (refill && it + kStages < sc.n_kv) refill->load_k(head, sc, it + kStages, g0 + it + kStages);
   }
   __device__ void release_v(int it) {
-    sm90::mbar_arrive(sm.v_empty + it % kStages);
-    if (refill && it + kStages < sc.n_kv) refill->load_v(it + kStages);
+    sm90::mbar_arrive(sm.v_empty + (g0 + it) % kStages);
+    if (refill && it + kStages < sc.n_kv) refill->load_v(head, sc, it + kStages, g0 + it + kStages);
   }
 
   // ---- softmax ----
@@ -169,30 +197,30 @@ struct Consumer {
     for (int k = 0; k < NP; ++k) pf[k] = ElemTraits<T>::pack(s[2 * k], s[2 * k + 1]);
   }
 
-  // ---- the two loops ----
+  // ---- the two loops over a tile's K/V blocks ----
   __device__ void mainloop_overlapped() {
     const int n = sc.n_kv;
     float alpha[2];
     // Block 0 of the visiting order: S alone.
-    sm90::mbar_wait(sm.k_full, 0);
+    sm90::mbar_wait(sm.k_full + g0 % kStages, parity(g0));
     take_turn();
     sm90::wgmma_fence();
-    issue_s(0);
-    pass_turn(false);
+    issue_s(g0 % kStages);
+    pass_turn();
     sm90::wgmma_wait<0>();
     sm90::pin(s);
     release_k(0);
     softmax(0, alpha);  // O is still 0: nothing to rescale
     pack_p();
     for (int it = 1; it < n; ++it) {
-      const int st = it % kStages, sp = (it - 1) % kStages;
-      sm90::mbar_wait(sm.k_full + st, parity(it));
-      sm90::mbar_wait(sm.v_full + sp, parity(it - 1));
+      const int g = g0 + it;
+      sm90::mbar_wait(sm.k_full + g % kStages, parity(g));
+      sm90::mbar_wait(sm.v_full + (g - 1) % kStages, parity(g - 1));
       take_turn();
       sm90::wgmma_fence();
-      issue_s(st);
-      issue_pv(sp);
-      pass_turn(false);
+      issue_s(g % kStages);
+      issue_pv((g - 1) % kStages);
+      pass_turn();
       sm90::wgmma_wait<1>();  // S of this block is done; P V of the last one may still run
       sm90::pin(s);
       release_k(it);
@@ -204,12 +232,12 @@ struct Consumer {
       pack_p();
     }
     // P V of the last block.
-    const int sp = (n - 1) % kStages;
-    sm90::mbar_wait(sm.v_full + sp, parity(n - 1));
+    const int g = g0 + n - 1;
+    sm90::mbar_wait(sm.v_full + g % kStages, parity(g));
     take_turn();
     sm90::wgmma_fence();
-    issue_pv(sp);
-    pass_turn(true);
+    issue_pv(g % kStages);
+    pass_turn();
     sm90::wgmma_wait<0>();
     sm90::pin(o);
     release_v(n - 1);
@@ -219,23 +247,23 @@ struct Consumer {
     const int n = sc.n_kv;
     float alpha[2];
     for (int it = 0; it < n; ++it) {
-      const int st = it % kStages;
-      sm90::mbar_wait(sm.k_full + st, parity(it));
+      const int g = g0 + it;
+      sm90::mbar_wait(sm.k_full + g % kStages, parity(g));
       take_turn();
       sm90::wgmma_fence();
-      issue_s(st);
-      pass_turn(false);
+      issue_s(g % kStages);
+      pass_turn();
       sm90::wgmma_wait<0>();
       sm90::pin(s);
       release_k(it);
       softmax(it, alpha);
       rescale_o(alpha);
       pack_p();
-      sm90::mbar_wait(sm.v_full + st, parity(it));
+      sm90::mbar_wait(sm.v_full + g % kStages, parity(g));
       take_turn();
       sm90::wgmma_fence();
-      issue_pv(st);
-      pass_turn(it == n - 1);
+      issue_pv(g % kStages);
+      pass_turn();
       sm90::wgmma_wait<0>();
       sm90::pin(o);
       release_v(it);

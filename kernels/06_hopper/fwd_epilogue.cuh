@@ -1,11 +1,13 @@
 // The epilogue of a consumer warpgroup: O = acc / l and LSE = m ln 2 + ln l for its 64 rows.
 //
-// With the bulk store (the rung), the warpgroup writes its O rows, packed to 16 bits, into the
-// rows of the shared Q tile it owns (its last product has read them), in the same 128-byte
-// swizzle the copy engine expects; after a proxy fence and a barrier of the warpgroup, one thread
-// stores the 64 x D tile with D / 64 bulk tensor copies, which clip rows past Nq. Without it, every
-// thread stores its pairs of O straight from registers (4-byte stores, a row test on each).
-// LSE goes from registers to global memory either way: one float per row.
+// With the bulk store (the rung), the warpgroup writes its O rows, packed to 16 bits, into its
+// rows of the shared O tile, in the same 128-byte swizzle the copy engine expects; after a proxy
+// fence and a barrier of the warpgroup, one thread stores the 64 x D rows with D / 64 bulk tensor
+// copies, which clip rows past Nq, and goes on without waiting: the copy runs while the next
+// tile's products do, and is waited for (for its reads of shared memory) only before the
+// warpgroup writes its O rows again. Without it, every thread stores its pairs of O straight
+// from registers (4-byte stores, a row test on each). LSE goes from registers to global memory
+// either way: one float per row.
 #pragma once
 
 #include <cmath>
@@ -18,12 +20,12 @@
 
 namespace flashlab::cuda::hopper_fwd {
 
-template <class T, int D, unsigned kIdeaBits>
-__device__ void store_o_lse(const FwdParams& p, const Smem<T, D>& sm, const BlockSchedule& sc,
-                            int head, int wg, int t, float (&o)[D / 2], const float (&m)[2],
-                            const float (&l)[2]) {
+template <class T, int D, bool kCausal, unsigned kIdeaBits>
+__device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
+                            const BlockSchedule& sc, int head, int wg, int t, float (&o)[D / 2],
+                            const float (&m)[2], const float (&l)[2]) {
   constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
-  constexpr int Br = FwdTraits<D>::Br;
+  constexpr int Br = FwdTraits<D, kCausal>::Br;
   constexpr float kLn2 = 0.6931471805599453f;
   const int lane = t % 32, qd = lane % 4;
   const int row_in_wg = 16 * (t / 32) + lane / 4;  // + 8 for the second row of the thread
@@ -35,7 +37,9 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D>& sm, const Bloc
     lse[h] = lt > 0.f ? m[h] * kLn2 + logf(lt) : -INFINITY;
   }
   if constexpr (kIdeas.tma_epilogue) {
-    const uint32_t o_base = sm90::smem_u32(sm.q) + wg * 64 * 128;
+    if (t == 0) sm90::tma_store_wait_read();  // the last tile's store has read these rows
+    sm90::named_sync(kEpilogueBarrierId + wg, 128);
+    const uint32_t o_base = sm90::smem_u32(sm.o) + wg * 64 * 128;
 #pragma unroll
     for (int i = 0; i < D / 2; i += 2) {
       const int h = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * qd;
@@ -48,9 +52,8 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D>& sm, const Bloc
     if (t == 0) {
       for (int b = 0; b < D / 64; ++b)
         sm90::tma_store_3d(&p.o_map, 64 * b, sc.q0 + 64 * wg, head,
-                           sm.q + b * Br * 64 + wg * 64 * 64);
+                           sm.o + b * Br * 64 + wg * 64 * 64);
       sm90::tma_store_commit();
-      sm90::tma_store_wait_read();
     }
   } else {
     T* O = static_cast<T*>(p.o) + static_cast<int64_t>(head) * p.Nq * D;
@@ -70,6 +73,20 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D>& sm, const Bloc
       if (row < p.Nq) p.lse[static_cast<int64_t>(head) * p.Nq + row] = lse[h];
     }
   }
+}
+
+// A tile no row of which sees a key (causal, Nq > Nk): O = 0 and LSE = -inf for the warpgroup's
+// 64 rows, from registers.
+template <class T, int D>
+__device__ void store_empty_rows(const FwdParams& p, const BlockSchedule& sc, int head, int wg,
+                                 int t) {
+  T* O = static_cast<T*>(p.o) + static_cast<int64_t>(head) * p.Nq * D;
+  const int row0 = sc.q0 + 64 * wg;
+  for (int i = t; i < 64 * D / 2; i += 128) {
+    const int r = row0 + i / (D / 2);
+    if (r < p.Nq) reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(r) * D)[i % (D / 2)] = 0;
+  }
+  if (t < 64 && row0 + t < p.Nq) p.lse[static_cast<int64_t>(head) * p.Nq + row0 + t] = -INFINITY;
 }
 
 }  // namespace flashlab::cuda::hopper_fwd

@@ -20,38 +20,57 @@ struct FwdParams {
   int Nq, Nk;
   int causal_offset;  // Nk - Nq: query i sees keys j <= i + causal_offset
   float scale_log2;   // softmax scale * log2(e)
+  int q_blocks;       // ceil(Nq / Br): tiles per head
+  int tiles;          // q_blocks * B * H: the (head, Q block) tiles of the problem
 };
 
-// Block shape per head dim. Br query rows per block = 64 per consumer warpgroup; Bc keys per K/V
-// tile; kStages tiles of K and of V in flight.
-template <int D>
+// Block shape per head dim and mask. Br query rows per block, 64 per consumer warpgroup; Bc keys
+// per K/V tile; kStages tiles of K and of V in flight; kPersistent: one block per SM walking
+// many tiles in a fixed order, or one block per tile, started by the hardware as SMs free up.
+// The choices are measured (docs/perf.md, Hopper forward steps):
+//   - d = 64 non-causal: three consumer warpgroups (192 rows), so that two of them do their
+//     softmax while the third has the tensor cores: at d = 64 the exponentials take as long as the
+//     products. Causal keeps 128 rows: with 192 its short rows of tiles waste more.
+//   - causal tiles differ in length (the diagonal), so a fixed order lets the blocks drift apart
+//     over many heads and their K, V no longer fit in L2; the hardware's order keeps the blocks
+//     in flight on neighbouring tiles. Non-causal tiles are all alike: persistent.
+template <int D, bool kCausal>
 struct FwdTraits;
 
-template <>
-struct FwdTraits<64> {
-  static constexpr int Br = 128, Bc = 128, kStages = 2;
+template <bool kCausal>
+struct FwdTraits<64, kCausal> {
+  static constexpr int Br = kCausal ? 128 : 192, Bc = 128, kStages = 2;
+  static constexpr int kConsumers = Br / 64;
+  static constexpr bool kPersistent = !kCausal;
 };
 
-template <>
-struct FwdTraits<128> {
+template <bool kCausal>
+struct FwdTraits<128, kCausal> {
   static constexpr int Br = 128, Bc = 128, kStages = 2;
+  static constexpr int kConsumers = Br / 64;
+  static constexpr bool kPersistent = !kCausal;
 };
 
 // The Hopper ideas of this rung, each a compile-time switch (the ablation turns one off at a
 // time; the rung itself has all of them on).
 struct FwdIdeas {
-  bool tma =
-      true;  // 1. tiles by the bulk tensor copy engine (off: cp.async by the producer warpgroup)
-  bool async_wgmma =
-      true;  // 2. products waited for only when their result is needed (off: at once)
-  bool warp_specialized =
-      true;              // 3. a producer warpgroup loads, setmaxnreg (off: a consumer thread loads)
-  bool pingpong = true;  // 4. the two consumer warpgroups take turns on the tensor cores
-  bool intra_overlap =
-      true;  // 5. softmax of block j while S = Q K_{j+1}^T runs (off: S, softmax, P V in turn)
-  bool tma_epilogue =
-      true;  // 6a. O through shared memory and a bulk tensor store (off: from registers)
-  bool heavy_first = true;  // 6b. causal: the Q blocks with the most keys start first
+  // 1. Tiles by the bulk tensor copy engine (off: cp.async by the producer warpgroup).
+  bool tma = true;
+  // 2. Products waited for only when their result is needed (off: as soon as issued).
+  bool async_wgmma = true;
+  // 3. A producer warpgroup loads, setmaxnreg (off: a consumer thread loads as stages free up).
+  bool warp_specialized = true;
+  // 4. The consumer warpgroups take turns on the tensor cores.
+  bool pingpong = true;
+  // 5. Softmax of block j while S = Q K_{j+1}^T runs (off: S, softmax, P V in turn).
+  bool intra_overlap = true;
+  // 6a. O through shared memory and a bulk tensor store (off: stored from registers).
+  bool tma_epilogue = true;
+  // 6b. Causal: the Q blocks with the most keys start first.
+  bool heavy_first = true;
+  // 6c. One block per SM walks many tiles, so one tile's epilogue overlaps the next one's loads
+  //     (off: one block per tile). Where the traits say so: non-causal.
+  bool persistent = true;
 };
 
 // Kernels take the ideas as a bit set (one bit per field, in order): nvcc's host stubs cannot
@@ -59,11 +78,11 @@ struct FwdIdeas {
 constexpr unsigned bits_of(FwdIdeas i) {
   return unsigned(i.tma) | unsigned(i.async_wgmma) << 1 | unsigned(i.warp_specialized) << 2 |
          unsigned(i.pingpong) << 3 | unsigned(i.intra_overlap) << 4 |
-         unsigned(i.tma_epilogue) << 5 | unsigned(i.heavy_first) << 6;
+         unsigned(i.tma_epilogue) << 5 | unsigned(i.heavy_first) << 6 | unsigned(i.persistent) << 7;
 }
 constexpr FwdIdeas ideas_of(unsigned b) {
-  return {(b & 1) != 0,  (b & 2) != 0,  (b & 4) != 0, (b & 8) != 0,
-          (b & 16) != 0, (b & 32) != 0, (b & 64) != 0};
+  return {(b & 1) != 0,  (b & 2) != 0,  (b & 4) != 0,  (b & 8) != 0,
+          (b & 16) != 0, (b & 32) != 0, (b & 64) != 0, (b & 128) != 0};
 }
 
 inline constexpr unsigned kAllIdeas = bits_of(FwdIdeas{});
@@ -76,8 +95,11 @@ inline constexpr unsigned kWithoutPingpong = bits_of({.pingpong = false});
 inline constexpr unsigned kWithoutIntraOverlap = bits_of({.intra_overlap = false});
 inline constexpr unsigned kWithoutTmaEpilogue = bits_of({.tma_epilogue = false});
 inline constexpr unsigned kWithoutHeavyFirst = bits_of({.heavy_first = false});
+inline constexpr unsigned kWithoutPersistent = bits_of({.persistent = false});
 
+// Launches the kernel over p.tiles tiles: one block per tile, or one per SM (at most) when
+// persistent.
 template <class T, int D, bool kCausal, unsigned kIdeas>
-void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream);
+void launch_fwd(const FwdParams& p, cudaStream_t stream);
 
 }  // namespace flashlab::cuda::hopper_fwd

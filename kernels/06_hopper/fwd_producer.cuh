@@ -14,52 +14,56 @@
 
 namespace flashlab::cuda::hopper_fwd {
 
-template <class T, int D, unsigned kIdeaBits>
+template <class T, int D, bool kCausal, unsigned kIdeaBits>
 struct Loader {
   static constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
-  using Tr = FwdTraits<D>;
+  using Tr = FwdTraits<D, kCausal>;
   static constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
   static constexpr int kBlocks = D / 64;  // 64-column blocks per tile row
 
   const FwdParams& p;
-  const Smem<T, D>& sm;
-  const BlockSchedule& sc;
-  int head;
+  const Smem<T, D, kCausal>& sm;
   int tid;  // thread within the producer warpgroup (cp.async copies use all 128)
 
   // Arrivals a `full` barrier waits for: the arming thread, or every copying thread.
   static constexpr uint32_t kFullArrivals = kIdeas.tma ? 1 : 128;
 
-  __device__ void load_q() const {
+  // The Q tile of the block's `count`-th tile with keys, once the consumers are done with the
+  // last one (its S products have all completed).
+  __device__ void load_q(int head, int q0, int count) const {
+    sm90::mbar_wait(sm.q_empty, (count & 1) ^ 1);
     if constexpr (kIdeas.tma) {
       sm90::mbar_arrive_expect_tx(sm.q_full, Br * D * 2);
       for (int b = 0; b < kBlocks; ++b)
-        sm90::tma_load_3d(sm.q + b * Br * 64, &p.q_map, 64 * b, sc.q0, head, sm.q_full);
+        sm90::tma_load_3d(sm.q + b * Br * 64, &p.q_map, 64 * b, q0, head, sm.q_full);
     } else {
-      copy_tile<Br>(sm.q, static_cast<const T*>(p.q), sc.q0, p.Nq);
+      copy_tile<Br>(sm.q, static_cast<const T*>(p.q), head, q0, p.Nq);
       sm90::cp_async_arrive(sm.q_full);
     }
   }
 
-  // Iteration `it`'s K (or V) block into stage it % kStages, once that stage is free: the
-  // consumers released it after iteration it - kStages (parity flips each lap of the ring).
-  __device__ void load_k(int it) const { load_kv(it, sm.k, sm.k_full, sm.k_empty, &p.k_map, p.k); }
-  __device__ void load_v(int it) const { load_kv(it, sm.v, sm.v_full, sm.v_empty, &p.v_map, p.v); }
+  // The K (or V) block of iteration `it` of a tile into stage g % kStages, where g counts the
+  // block's iterations over all its tiles, once that stage is free: the consumers released it
+  // kStages iterations ago (the parity flips each lap of the ring).
+  __device__ void load_k(int head, const BlockSchedule& sc, int it, int g) const {
+    load_kv(sm.k, sm.k_full, sm.k_empty, &p.k_map, p.k, head, sc.kv_block(it) * Bc, g);
+  }
+  __device__ void load_v(int head, const BlockSchedule& sc, int it, int g) const {
+    load_kv(sm.v, sm.v_full, sm.v_empty, &p.v_map, p.v, head, sc.kv_block(it) * Bc, g);
+  }
 
  private:
-  __device__ void load_kv(int it, T* ring, uint64_t* full, uint64_t* empty, const CUtensorMap* map,
-                          const void* src) const {
-    const int s = it % kStages;
-    const uint32_t lap_parity = (it / kStages) & 1;
-    sm90::mbar_wait(empty + s, lap_parity ^ 1);
+  __device__ void load_kv(T* ring, uint64_t* full, uint64_t* empty, const CUtensorMap* map,
+                          const void* src, int head, int row0, int g) const {
+    const int s = g % kStages;
+    sm90::mbar_wait(empty + s, ((g / kStages) & 1) ^ 1);
     T* tile = ring + s * Bc * D;
-    const int row0 = sc.kv_block(it) * Bc;
     if constexpr (kIdeas.tma) {
       sm90::mbar_arrive_expect_tx(full + s, Bc * D * 2);
       for (int b = 0; b < kBlocks; ++b)
         sm90::tma_load_3d(tile + b * Bc * 64, map, 64 * b, row0, head, full + s);
     } else {
-      copy_tile<Bc>(tile, static_cast<const T*>(src), row0, p.Nk);
+      copy_tile<Bc>(tile, static_cast<const T*>(src), head, row0, p.Nk);
       sm90::cp_async_arrive(full + s);
     }
   }
@@ -67,7 +71,7 @@ struct Loader {
   // Rows [row0, row0 + kRows) of this head's [n_rows x D] tensor into a swizzled tile, by the 128
   // threads of the producer warpgroup; rows past n_rows are zero-filled.
   template <int kRows>
-  __device__ void copy_tile(T* dst, const T* tensor, int row0, int n_rows) const {
+  __device__ void copy_tile(T* dst, const T* tensor, int head, int row0, int n_rows) const {
     constexpr int kChunks = D / 8;  // 16-byte chunks per row
     const T* src = tensor + static_cast<int64_t>(head) * n_rows * D;
     const uint32_t base = sm90::smem_u32(dst);

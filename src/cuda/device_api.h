@@ -42,14 +42,6 @@ struct Version {
   std::string (*unavailable)() = nullptr;
 };
 
-// A version's kernel with one of its ideas switched off, for an ablation study.
-struct AblationVariant {
-  const char* id;    // "hopper", "no-tma", ...
-  const char* idea;  // which idea of the rung is off ("" for the rung itself)
-  const char* what;  // what the variant does instead
-  Version version;
-};
-
 // Defined in kernels/NN_name/cuda.cu.
 extern const Version naive;
 extern const Version tiled;
@@ -58,8 +50,8 @@ extern const Version atomic_dq;
 extern const Version deterministic_dq;
 extern const Version hopper;
 
-// The hopper rung's ablation: the rung, then one variant per idea switched off (empty when this
-// build has no sm_90a code).
-std::span<const AblationVariant> hopper_ablation();
+// The hopper rung's ablation: the rung, then one variant per idea switched off, in the order of
+// kernels/06_hopper/ablation.h (empty when this build has no sm_90a code).
+std::span<const Version> hopper_ablation();
 
 }  // namespace flashlab::cuda

@@ -15,7 +15,13 @@ const DeviceInfo& device_info() {
   return info;
 }
 
-int64_t required_device_bytes(const Version&, const Problem&) { return 0; }
+std::span<const Version> hopper_ablation() {
+  return {};
+}
+
+int64_t required_device_bytes(const Version&, const Problem&) {
+  return 0;
+}
 
 RunResult run(const Version&, const Problem&, const Inputs&, const Forward*, const RunOptions&) {
   throw std::runtime_error(device_info().why_absent);

@@ -1,12 +1,11 @@
-// Instantiation for the ablation: the Hopper forward with one idea switched off (kWithoutTma),
-// bf16, d = 128, causal and not (sm_90a only).
+// Instantiation for the ablation: the Hopper forward with one idea switched off
+// (kWithoutTma), bf16, d = 128, causal and not (sm_90a only).
 #include "06_hopper/fwd_kernel.cuh"
 
 namespace flashlab::cuda::hopper_fwd {
 
-template void launch_fwd<__nv_bfloat16, 128, false, kWithoutTma>(const FwdParams&, int,
-                                                                 cudaStream_t);
-template void launch_fwd<__nv_bfloat16, 128, true, kWithoutTma>(const FwdParams&, int,
-                                                                cudaStream_t);
+using T = __nv_bfloat16;
+template void launch_fwd<T, 128, false, kWithoutTma>(const FwdParams&, cudaStream_t);
+template void launch_fwd<T, 128, true, kWithoutTma>(const FwdParams&, cudaStream_t);
 
 }  // namespace flashlab::cuda::hopper_fwd

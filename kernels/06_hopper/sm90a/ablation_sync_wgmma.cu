@@ -4,9 +4,8 @@
 
 namespace flashlab::cuda::hopper_fwd {
 
-template void launch_fwd<__nv_bfloat16, 128, false, kWithoutAsyncWgmma>(const FwdParams&, int,
-                                                                        cudaStream_t);
-template void launch_fwd<__nv_bfloat16, 128, true, kWithoutAsyncWgmma>(const FwdParams&, int,
-                                                                       cudaStream_t);
+using T = __nv_bfloat16;
+template void launch_fwd<T, 128, false, kWithoutAsyncWgmma>(const FwdParams&, cudaStream_t);
+template void launch_fwd<T, 128, true, kWithoutAsyncWgmma>(const FwdParams&, cudaStream_t);
 
 }  // namespace flashlab::cuda::hopper_fwd

@@ -3,7 +3,7 @@
 
 namespace flashlab::cuda::hopper_fwd {
 
-template void launch_fwd<__half, 128, false, kAllIdeas>(const FwdParams&, int, cudaStream_t);
-template void launch_fwd<__half, 128, true, kAllIdeas>(const FwdParams&, int, cudaStream_t);
+template void launch_fwd<__half, 128, false, kAllIdeas>(const FwdParams&, cudaStream_t);
+template void launch_fwd<__half, 128, true, kAllIdeas>(const FwdParams&, cudaStream_t);
 
 }  // namespace flashlab::cuda::hopper_fwd
