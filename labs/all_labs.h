@@ -13,5 +13,6 @@ Report causal(const LabOptions&);
 Report bwd_ratio(const LabOptions&);
 Report no_lse(const LabOptions&);
 Report determinism(const LabOptions&);
+Report io(const LabOptions&);
 
 }  // namespace flashlab::lab

@@ -7,7 +7,7 @@ namespace flashlab {
 
 namespace {
 
-const std::array<LabInfo, 7> kLabs = {{
+const std::array<LabInfo, 8> kLabs = {{
     {"gradcheck",
      "Gradient check: FlashAttention backward = standard backward = finite differences",
      "梯度检查：FlashAttention 的反向 = 标准反向 = 有限差分", lab::gradcheck},
@@ -23,6 +23,10 @@ const std::array<LabInfo, 7> kLabs = {{
      "练习 3：不存 LSE 时反向要多花多少", lab::no_lse},
     {"determinism", "Atomic dQ vs deterministic dQ: run-to-run spread, memory, time",
      "atomic dQ vs 确定性 dQ：多次运行的差异、显存、耗时", lab::determinism},
+    {"io",
+     "The lecture's open question, measured: HBM traffic, L2 hits and the roofline, kernel by "
+     "kernel",
+     "讲义留下的问题，实测：显存流量、L2 命中与 roofline，逐个内核", lab::io},
 }};
 
 }  // namespace
