@@ -339,3 +339,15 @@ TEST(IoLab, PlotDrawsTheRooflineAndTheRatio) {
 }
 
 }  // namespace flashlab
+
+namespace flashlab {
+
+// The device script's cross-check reads both of Nsight Compute's CSV pages and compares the right
+// launch with the lab's figure; its self-test proves it here, where there is no ncu.
+TEST(IoLab, NcuCrossCheckReadsBothCsvPages) {
+  const std::string cmd = std::string("/usr/bin/python3 '") + FLASHLAB_SOURCE_DIR +
+                          "/scripts/ncu_crosscheck.py' --self-test > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+}  // namespace flashlab
