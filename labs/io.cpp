@@ -449,7 +449,7 @@ Table roofline_table(const LabOptions& o, const std::vector<PassRun>& all) {
     if (!r.measured || r.p.shape.Nq != kRooflineN) continue;
     for (const Kernel& k : r.kernels) {
       const auto fl = k.flops(), dram = k.dram(), sec = k.seconds();
-      if (!fl || *fl <= 0 || !dram || *dram <= 0 || !sec || *sec <= 0) continue;
+      if (!fl || !(*fl > 0) || !dram || !(*dram > 0) || !sec || !(*sec > 0)) continue;
       const double mi = k.model && k.model->io() > 0
                             ? double(k.model->matmul_flops) / model_bytes(*k.model)
                             : NAN;

@@ -31,6 +31,10 @@ const std::vector<MetricSpec>& metric_specs() {
        "instructions",
        {"sm__inst_executed_pipe_tensor_op_hmma.sum", "smsp__inst_executed_pipe_tensor_op_hmma.sum"},
        false},
+      {"gmma_inst", "instructions", {"sm__inst_executed_pipe_tensor_op_gmma.sum"}, false},
+      // Tensor-core work counted by the hardware for bf16 sources, whatever the instruction
+      // (mma.sync or wgmma); the GPU tests say whether one op is a FLOP or a multiply-add.
+      {"tensor_ops_bf16", "ops", {"sm__ops_path_tensor_src_bf16_dst_fp32.sum"}, false},
       {"ffma_thread_inst",
        "instructions",
        {"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",

@@ -3,6 +3,7 @@
 // CUPTI's reason, which the io lab prints too.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -117,6 +118,15 @@ TEST(Counters, TiledForwardReadsItsInputsFromDram) {
     const double flops = 2.0 * 16 * 8 * 16 * value(k, "hmma_inst");
     EXPECT_NEAR(flops / static_cast<double>(model.matmul_flops), 1.0, 0.01)
         << "one mma.sync m16n8k16 is 4096 FLOP";
+  }
+  if (k.values.count("tensor_ops_bf16")) {
+    // The hardware's bf16 tensor ops: one per FLOP or one per multiply-add, nothing else.
+    const double per_flop = value(k, "tensor_ops_bf16") / static_cast<double>(model.matmul_flops);
+    std::cout << "fwd_kernel: " << per_flop << " bf16 tensor ops per matmul FLOP\n";
+    EXPECT_TRUE(std::fabs(per_flop - 1) < 0.01 || std::fabs(per_flop - 0.5) < 0.005) << per_flop;
+  }
+  if (k.values.count("gmma_inst")) {
+    EXPECT_EQ(value(k, "gmma_inst"), 0) << "mma.sync, not wgmma";
   }
 }
 
