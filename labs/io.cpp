@@ -14,25 +14,22 @@
 // measured roofline (`flashlab plot` draws it). Without a GPU, or without permission to read the
 // counters, it prints the modeled half and one line saying why the rest is missing.
 //
-// FLASHLAB_IO_LOG=1 prints a line per measured run on stderr (for logs of long device runs).
+// io_model.h counts, io_runs.h measures, this file makes the tables and the observations.
 #include "io.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <optional>
 
 #include "all_labs.h"
-#include "core/rng.h"
 #include "cuda/ceilings.h"
 #include "cuda/counters.h"
 #include "cuda/runner.h"
 #include "io_model.h"
+#include "io_runs.h"
 #include "lab_util.h"
 #include "registry.h"
 
@@ -41,248 +38,13 @@ namespace flashlab::lab {
 namespace {
 
 using io_model::model_bytes;
-using io_model::PassModel;
+using namespace io_runs;
 
-constexpr int64_t kNs[] = {512, 1024, 2048, 4096, 8192, 16384};
-constexpr int64_t kDs[] = {128, 64};
-constexpr int64_t kRooflineN = 4096;
-constexpr double kSectorBytes = 32;
-constexpr double kHmmaFlops = 2.0 * 16 * 8 * 16;  // one mma.sync m16n8k16
 // Within this fraction of the modeled ratio, the lecture's figure "holds" for DRAM traffic.
 constexpr double kHoldsWithin = 0.2;
 
 json num(std::optional<double> x) {
   return x && std::isfinite(*x) ? json(*x) : json(nullptr);
-}
-
-// One kernel as the counters saw it.
-struct Kernel {
-  std::string name;  // short name, "#k" added when the pass launches it more than once
-  std::map<std::string, double> v;
-  std::optional<Counters> model;  // the lecture's count for this kernel, where there is one
-
-  std::optional<double> get(const char* key) const {
-    const auto it = v.find(key);
-    return it == v.end() ? std::nullopt : std::optional<double>(it->second);
-  }
-  std::optional<double> dram() const {
-    const auto r = get("dram_read_bytes"), w = get("dram_write_bytes");
-    return r && w ? std::optional<double>(*r + *w) : std::nullopt;
-  }
-  std::optional<double> seconds() const {
-    const auto t = get("time_ns");
-    return t ? std::optional<double>(*t * 1e-9) : std::nullopt;
-  }
-  // FLOPs from the counters: tensor-core instructions and fp32 FMAs.
-  std::optional<double> flops() const {
-    const auto h = get("hmma_inst"), f = get("ffma_thread_inst");
-    if (!h && !f) return std::nullopt;
-    return kHmmaFlops * h.value_or(0) + 2 * f.value_or(0);
-  }
-};
-
-// One pass of one version at one shape.
-struct PassRun {
-  const VersionInfo* version;
-  bool backward;
-  Problem p;
-  PassModel model;
-  bool measured = false;
-  std::vector<Kernel> kernels;
-  std::string why_not;  // set when the GPU half was attempted and failed for this pass
-  int replays = 0;
-  std::string note;
-
-  const char* pass() const { return backward ? "bwd" : "fwd"; }
-  double sum(const char* key) const {
-    double s = 0;
-    for (const Kernel& k : kernels) s += k.get(key).value_or(0);
-    return s;
-  }
-  std::optional<double> dram() const {
-    if (!measured) return std::nullopt;
-    return sum("dram_read_bytes") + sum("dram_write_bytes");
-  }
-  std::optional<double> sm_read_hit_pct() const {
-    const double r = sum("l2_sm_read_sectors");
-    return measured && r > 0 ? std::optional<double>(100 * sum("l2_sm_read_hit_sectors") / r)
-                             : std::nullopt;
-  }
-  std::optional<double> seconds() const {
-    return measured ? std::optional<double>(sum("time_ns") * 1e-9) : std::nullopt;
-  }
-};
-
-std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
-  return a && b && *b > 0 ? std::optional<double>(*a / *b) : std::nullopt;
-}
-
-std::optional<double> sm_read_hit_pct(const Kernel& k) {
-  const auto r = k.get("l2_sm_read_sectors"), h = k.get("l2_sm_read_hit_sectors");
-  return r && h && *r > 0 ? std::optional<double>(100 * *h / *r) : std::nullopt;
-}
-
-// Names each measured kernel, numbering repeats, and pairs it with its modeled count.
-std::vector<Kernel> kernels_of(const cuda::PassCounters& pc, const PassModel& m) {
-  std::map<std::string, int> seen, total;
-  for (const cuda::KernelCounters& k : pc.kernels) ++total[k.name];
-  std::vector<bool> used(m.kernels.size(), false);
-  std::vector<Kernel> out;
-  for (const cuda::KernelCounters& k : pc.kernels) {
-    Kernel x;
-    x.name = total[k.name] > 1 ? fmt::format("{} #{}", k.name, ++seen[k.name]) : k.name;
-    x.v = k.values;
-    for (size_t i = 0; i < m.kernels.size(); ++i)
-      if (!used[i] && m.kernels[i].kernel == k.name) {
-        used[i] = true;
-        x.model = m.kernels[i].counts;
-        break;
-      }
-    out.push_back(std::move(x));
-  }
-  return out;
-}
-
-// The versions in an order that runs the tiled forward before any backward-only version.
-std::vector<const VersionInfo*> run_order() {
-  std::vector<const VersionInfo*> order;
-  for (const VersionInfo& v : versions())
-    if (v.pass != Pass::bwd) order.push_back(&v);
-  for (const VersionInfo& v : versions())
-    if (v.pass == Pass::bwd) order.push_back(&v);
-  return order;
-}
-
-bool logging() {
-  const char* v = std::getenv("FLASHLAB_IO_LOG");
-  return v && *v && std::string(v) != "0";
-}
-
-// Runs one version with counters and fills its pass runs; the reason goes into why_not when the
-// version cannot run here.
-void measure_version(const VersionInfo& v, const Problem& p, const Inputs& in, const Forward* tiled,
-                     std::vector<PassRun*> runs, Forward* keep_fwd) {
-  auto fail = [&](const std::string& why) {
-    for (PassRun* r : runs) r->why_not = why;
-  };
-  if (!v.cuda) return fail("no CUDA implementation in this build");
-  if (v.cuda->check) {
-    const std::string why = v.cuda->check(p);
-    if (!why.empty()) return fail(why);
-  }
-  if (v.pass == Pass::bwd && !tiled) return fail("no tiled forward to take O and LSE from");
-  const int64_t need = cuda::required_device_bytes(*v.cuda, p);
-  if (need > cuda::device_info().free_bytes)
-    return fail(fmt::format("needs {} of device memory", format_bytes(static_cast<double>(need))));
-  const cuda::RunOptions ro = cuda::counters_only();
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    cuda::RunResult res = cuda::run(*v.cuda, p, in, v.pass == Pass::bwd ? tiled : nullptr, ro);
-    for (PassRun* r : runs) {
-      const cuda::PassCounters& pc = r->backward ? res.bwd_counters : res.fwd_counters;
-      r->kernels = kernels_of(pc, r->model);
-      r->measured = !r->kernels.empty();
-      r->replays = pc.replay_passes;
-      r->note = pc.note;
-    }
-    if (keep_fwd) *keep_fwd = std::move(res.fwd);
-  } catch (const std::exception& e) {
-    fail(e.what());
-  }
-  if (logging())
-    std::fprintf(stderr, "lab io: %s d=%lld N=%lld: %.1f s%s%s\n", v.id,
-                 static_cast<long long>(p.shape.d), static_cast<long long>(p.shape.Nq),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                 runs.front()->why_not.empty() ? "" : " -- ", runs.front()->why_not.c_str());
-}
-
-PassRun pass_run(const VersionInfo& v, bool backward, const Problem& p) {
-  PassRun r{&v, backward, p, io_model::model_pass(v, backward, p), false, {}, {}, 0, {}};
-  return r;
-}
-
-// Every pass of every version at every shape: the model always, the counters when `measure`.
-std::vector<PassRun> collect(bool measure, uint64_t seed) {
-  std::vector<PassRun> all;
-  const std::vector<const VersionInfo*> order = run_order();
-  for (int64_t d : kDs) {
-    Inputs in;
-    if (measure)
-      in = make_inputs(io_model::problem(kNs[0], d), seed);  // B*N*H*d is the same at every N
-    for (int64_t N : kNs) {
-      const Problem p = io_model::problem(N, d);
-      const size_t first = all.size();
-      for (const VersionInfo* v : order)
-        for (bool bwd : {false, true})
-          if (bwd ? v->cpu_backward != nullptr : v->cpu_forward != nullptr)
-            all.push_back(pass_run(*v, bwd, p));
-      if (!measure) continue;
-      Forward tiled;
-      bool have_tiled = false;
-      for (const VersionInfo* v : order) {
-        std::vector<PassRun*> runs;
-        for (size_t i = first; i < all.size(); ++i)
-          if (all[i].version == v) runs.push_back(&all[i]);
-        if (runs.empty()) continue;
-        const bool is_tiled = std::string(v->id) == "tiled";
-        measure_version(*v, p, in, have_tiled ? &tiled : nullptr, runs,
-                        is_tiled ? &tiled : nullptr);
-        have_tiled = have_tiled || (is_tiled && runs.front()->measured);
-      }
-    }
-  }
-  return all;
-}
-
-const PassRun* find(const std::vector<PassRun>& all, const char* id, bool bwd, int64_t d,
-                    int64_t N) {
-  for (const PassRun& r : all)
-    if (r.version->id == std::string(id) && r.backward == bwd && r.p.shape.d == d &&
-        r.p.shape.Nq == N)
-      return &r;
-  return nullptr;
-}
-
-const Kernel* find_kernel(const PassRun* r, const char* name) {
-  if (!r) return nullptr;
-  for (const Kernel& k : r->kernels)
-    if (k.name == name) return &k;
-  return nullptr;
-}
-
-// standard = naive fwd + bwd, FA = tiled fwd + atomic-dq bwd.
-struct Ratio {
-  int64_t d = 0, N = 0;
-  double std_model = 0, fa_model = 0;
-  std::optional<double> std_dram, fa_dram, std_l2, fa_l2;
-};
-
-std::optional<double> add(std::optional<double> a, std::optional<double> b) {
-  return a && b ? std::optional<double>(*a + *b) : std::nullopt;
-}
-
-std::optional<double> l2_bytes(const PassRun* r) {
-  return r && r->measured ? std::optional<double>(r->sum("l2_bytes")) : std::nullopt;
-}
-
-std::vector<Ratio> ratios(const std::vector<PassRun>& all) {
-  std::vector<Ratio> out;
-  for (int64_t d : kDs)
-    for (int64_t N : kNs) {
-      const PassRun *sf = find(all, "naive", false, d, N), *sb = find(all, "naive", true, d, N);
-      const PassRun *ff = find(all, "tiled", false, d, N), *fb = find(all, "atomic-dq", true, d, N);
-      if (!sf || !sb || !ff || !fb) continue;
-      Ratio r;
-      r.d = d, r.N = N;
-      r.std_model = model_bytes(sf->model.total) + model_bytes(sb->model.total);
-      r.fa_model = model_bytes(ff->model.total) + model_bytes(fb->model.total);
-      r.std_dram = add(sf->dram(), sb->dram());
-      r.fa_dram = add(ff->dram(), fb->dram());
-      r.std_l2 = add(l2_bytes(sf), l2_bytes(sb));
-      r.fa_l2 = add(l2_bytes(ff), l2_bytes(fb));
-      out.push_back(r);
-    }
-  return out;
 }
 
 // The columns that say which pass a row is about, and its cells.
