@@ -9,6 +9,7 @@
 
 #include "cuda/ceilings.h"
 #include "cuda/counters.h"
+#include "io_runs.h"
 #include "lab.h"
 
 namespace flashlab::lab {
@@ -19,6 +20,7 @@ struct IoSetup {
   std::string why_no_gpu;        // when gpu is false: why ("no CUDA device: ...", "--backend cpu")
   cuda::CounterStatus counters;  // when gpu: whether the counters can be read
   std::function<std::vector<cuda::Ceiling>()> ceilings;  // when gpu: the micro-benchmarks
+  io_runs::RunWithCounters run;  // when gpu and counters: one version with counters
 };
 
 Report io_lab(const LabOptions& o, const IoSetup& setup);

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <stdexcept>
 
 #include "core/rng.h"
 #include "cuda/runner.h"
@@ -66,24 +68,15 @@ bool logging() {
 
 // Runs one version with counters and fills its pass runs; the reason goes into why_not when the
 // version cannot run here.
-void measure_version(const VersionInfo& v, const Problem& p, const Inputs& in, const Forward* tiled,
-                     std::vector<PassRun*> runs, Forward* keep_fwd) {
+void measure_version(const RunWithCounters& run, const VersionInfo& v, const Problem& p,
+                     const Forward* tiled, std::vector<PassRun*> runs, Forward* keep_fwd) {
   auto fail = [&](const std::string& why) {
     for (PassRun* r : runs) r->why_not = why;
   };
-  if (!v.cuda) return fail("no CUDA implementation in this build");
-  if (v.cuda->check) {
-    const std::string why = v.cuda->check(p);
-    if (!why.empty()) return fail(why);
-  }
   if (v.pass == Pass::bwd && !tiled) return fail("no tiled forward to take O and LSE from");
-  const int64_t need = cuda::required_device_bytes(*v.cuda, p);
-  if (need > cuda::device_info().free_bytes)
-    return fail(fmt::format("needs {} of device memory", format_bytes(static_cast<double>(need))));
-  const cuda::RunOptions ro = cuda::counters_only();
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    cuda::RunResult res = cuda::run(*v.cuda, p, in, v.pass == Pass::bwd ? tiled : nullptr, ro);
+    cuda::RunResult res = run(v, p, v.pass == Pass::bwd ? tiled : nullptr);
     for (PassRun* r : runs) {
       const cuda::PassCounters& pc = r->backward ? res.bwd_counters : res.fwd_counters;
       r->kernels = kernels_of(pc, r->model);
@@ -109,13 +102,28 @@ PassRun pass_run(const VersionInfo& v, bool backward, const Problem& p) {
 
 }  // namespace
 
-std::vector<PassRun> collect(bool measure, uint64_t seed) {
+RunWithCounters gpu_runner(uint64_t seed) {
+  auto inputs = std::make_shared<std::pair<int64_t, Inputs>>(0, Inputs{});
+  return [seed, inputs](const VersionInfo& v, const Problem& p, const Forward* tiled) {
+    if (!v.cuda) throw std::runtime_error("no CUDA implementation in this build");
+    if (v.cuda->check) {
+      const std::string why = v.cuda->check(p);
+      if (!why.empty()) throw std::runtime_error(why);
+    }
+    const int64_t need = cuda::required_device_bytes(*v.cuda, p);
+    if (need > cuda::device_info().free_bytes)
+      throw std::runtime_error(
+          fmt::format("needs {} of device memory", format_bytes(static_cast<double>(need))));
+    // B*N*H*d is the same at every N of the sweep: one set of inputs per head dim.
+    if (inputs->first != p.shape.d) *inputs = {p.shape.d, make_inputs(p, seed)};
+    return cuda::run(*v.cuda, p, inputs->second, tiled, cuda::counters_only());
+  };
+}
+
+std::vector<PassRun> collect(const RunWithCounters* run) {
   std::vector<PassRun> all;
   const std::vector<const VersionInfo*> order = run_order();
-  for (int64_t d : kDs) {
-    Inputs in;
-    if (measure)
-      in = make_inputs(io_model::problem(kNs[0], d), seed);  // B*N*H*d is the same at every N
+  for (int64_t d : kDs)
     for (int64_t N : kNs) {
       const Problem p = io_model::problem(N, d);
       const size_t first = all.size();
@@ -123,7 +131,7 @@ std::vector<PassRun> collect(bool measure, uint64_t seed) {
         for (bool bwd : {false, true})
           if (bwd ? v->cpu_backward != nullptr : v->cpu_forward != nullptr)
             all.push_back(pass_run(*v, bwd, p));
-      if (!measure) continue;
+      if (!run) continue;
       Forward tiled;
       bool have_tiled = false;
       for (const VersionInfo* v : order) {
@@ -132,12 +140,11 @@ std::vector<PassRun> collect(bool measure, uint64_t seed) {
           if (all[i].version == v) runs.push_back(&all[i]);
         if (runs.empty()) continue;
         const bool is_tiled = std::string(v->id) == "tiled";
-        measure_version(*v, p, in, have_tiled ? &tiled : nullptr, runs,
+        measure_version(*run, *v, p, have_tiled ? &tiled : nullptr, runs,
                         is_tiled ? &tiled : nullptr);
         have_tiled = have_tiled || (is_tiled && runs.front()->measured);
       }
     }
-  }
   return all;
 }
 

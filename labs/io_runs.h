@@ -3,12 +3,14 @@
 // FLASHLAB_IO_LOG=1 prints a line per measured run on stderr (for logs of long device runs).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cuda/counters.h"
+#include "cuda/runner.h"
 #include "io_model.h"
 
 namespace flashlab::lab::io_runs {
@@ -83,8 +85,17 @@ std::optional<double> ratio(std::optional<double> a, std::optional<double> b);
 // The share of the sectors the SMs read at L2 that hit there, in percent.
 std::optional<double> sm_read_hit_pct(const Kernel& k);
 
-// Every pass of every version at every shape: the model always, the counters when `measure`.
-std::vector<PassRun> collect(bool measure, uint64_t seed);
+// Runs one version once with counters: O and LSE in RunResult::fwd, the counters of each pass.
+// A backward-only version gets the tiled forward's O and LSE. Throws with the reason it cannot run.
+using RunWithCounters =
+    std::function<cuda::RunResult(const VersionInfo&, const Problem&, const Forward* tiled)>;
+
+// The GPU's: the version's own checks and the device memory first, then cuda::run with
+// cuda::counters_only() on inputs from `seed` (made once per head dim).
+RunWithCounters gpu_runner(uint64_t seed);
+
+// Every pass of every version at every shape: the model always, the counters when `run` is given.
+std::vector<PassRun> collect(const RunWithCounters* run);
 
 // The pass of version `id` at (d, N), or nullptr.
 const PassRun* find(const std::vector<PassRun>& all, const char* id, bool bwd, int64_t d,

@@ -271,6 +271,162 @@ TEST(IoLab, CommandExitsZeroWithTheModeledHalf) {
   EXPECT_TRUE(ok) << why;
 }
 
+// A GPU faked from the model, so that the measured half's arithmetic can be checked here: each
+// pass of the standard path moves `std_share` of its modeled bytes through DRAM, FlashAttention's
+// `fa_share`; the SMs ask L2 for the modeled bytes and the rest of them hit; the tensor cores do
+// the modeled FLOPs. naive's kernels split its pass evenly.
+struct FakeGpu {
+  double std_share, fa_share;
+  std::string fail_id;  // this version "cannot run"
+
+  cuda::PassCounters counters(const VersionInfo& v, bool bwd, const Problem& p) const {
+    const lab::io_model::PassModel m = lab::io_model::model_pass(v, bwd, p);
+    std::vector<std::pair<std::string, Counters>> ks;
+    for (const auto& k : m.kernels) ks.push_back({k.kernel, k.counts});
+    if (ks.empty()) {
+      const std::vector<std::string> names =
+          bwd ? std::vector<std::string>{"matmul_kernel", "matmul_kernel", "softmax_grad_rows",
+                                         "matmul_kernel", "matmul_kernel"}
+              : std::vector<std::string>{"matmul_kernel", "softmax_rows", "matmul_kernel"};
+      for (const std::string& n : names) {
+        Counters c;
+        c.elems_read = m.total.elems_read / int64_t(names.size());
+        c.elems_written = m.total.elems_written / int64_t(names.size());
+        c.matmul_flops = m.total.matmul_flops / int64_t(names.size());
+        ks.push_back({n, c});
+      }
+    }
+    const double share = std::string(v.id) == "naive" ? std_share : fa_share;
+    cuda::PassCounters pc;
+    pc.replay_passes = 3;
+    for (const auto& [name, c] : ks) {
+      const double bytes = model_bytes(c);
+      cuda::KernelCounters k;
+      k.name = name;
+      k.values = {{"dram_read_bytes", 0.75 * share * bytes},
+                  {"dram_write_bytes", 0.25 * share * bytes},
+                  {"time_ns", bytes / 3e12 * 1e9 + 1000},
+                  {"l2_bytes", bytes},
+                  {"l2_sm_read_sectors", bytes / 32},
+                  {"l2_sm_read_hit_sectors", (1 - share) * bytes / 32},
+                  {"hmma_inst", double(c.matmul_flops) / 4096},
+                  {"tensor_active_pct", 40}};
+      pc.kernels.push_back(k);
+    }
+    return pc;
+  }
+
+  lab::IoSetup setup() const {
+    lab::IoSetup s = gpu_without_counters();
+    s.counters.available = true;
+    s.counters.why_not.clear();
+    const FakeGpu self = *this;
+    s.run = [self](const VersionInfo& v, const Problem& p, const Forward* tiled) {
+      if (v.id == self.fail_id) throw std::runtime_error("needs 99.0 GiB of device memory");
+      if (v.pass == Pass::bwd && !tiled) throw std::logic_error("no O and LSE given");
+      cuda::RunResult r;
+      if (v.cpu_forward) r.fwd_counters = self.counters(v, false, p);
+      if (v.cpu_backward) r.bwd_counters = self.counters(v, true, p);
+      return r;
+    };
+    return s;
+  }
+};
+
+// The measured half on the fake GPU: every figure follows from the fake's shares, the verdict on
+// the lecture's 1.8 follows the measured ratio, a version that cannot run is named.
+TEST(IoLab, MeasuredHalfFollowsTheCounters) {
+  LabOptions o;
+  o.backend = "cuda";
+  const FakeGpu fake{1.0, 0.1, "deterministic-dq"};
+  const Report r = lab::io_lab(o, fake.setup());
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(count_lines_starting(r, "Not measured: "), 0);
+
+  const Table& io = table(r, "io");
+  int measured = 0;
+  for (size_t i = 0; i < io.rows.size(); ++i) {
+    const std::string v = cell(io, i, "version");
+    if (v == "deterministic-dq") {
+      EXPECT_TRUE(cell(io, i, "dram_bytes").is_null());
+      continue;
+    }
+    const double share = v == "naive" ? 1.0 : 0.1;
+    EXPECT_NEAR(cell(io, i, "dram_over_model").get<double>(), share, 1e-3) << v;
+    EXPECT_NEAR(cell(io, i, "sm_read_hit_pct").get<double>(), 100 * (1 - share), 1e-3) << v;
+    EXPECT_GT(cell(io, i, "time_us").get<double>(), 0);
+    ++measured;
+  }
+  EXPECT_EQ(measured, 12 * 5);
+
+  const Table& k = table(r, "kernels");
+  bool numbered = false, paired = false;
+  for (size_t i = 0; i < k.rows.size(); ++i) {
+    numbered = numbered || cell(k, i, "kernel") == "matmul_kernel #4";
+    if (cell(k, i, "kernel") == "outer_k_kernel" && cell(k, i, "version") == "atomic-dq") {
+      EXPECT_NEAR(cell(k, i, "dram_over_model").get<double>(), 0.1, 1e-9);
+      paired = true;
+    }
+  }
+  EXPECT_TRUE(numbered) << "naive's backward launches matmul_kernel four times";
+  EXPECT_TRUE(paired) << "each measured kernel meets its modeled count";
+
+  const Table& rt = table(r, "ratio");
+  for (size_t i = 0; i < rt.rows.size(); ++i)
+    EXPECT_NEAR(cell(rt, i, "ratio_dram").get<double>(),
+                10 * cell(rt, i, "ratio_model").get<double>(), 1e-6);
+
+  const Table& roof = table(r, "roofline");
+  ASSERT_FALSE(roof.rows.empty());
+  for (size_t i = 0; i < roof.rows.size(); ++i) {
+    EXPECT_NEAR(cell(roof, i, "intensity").get<double>(),
+                cell(roof, i, "flops").get<double>() / cell(roof, i, "dram_bytes").get<double>(),
+                1e-9);
+    EXPECT_NE(cell(roof, i, "version"), "deterministic-dq");
+  }
+
+  EXPECT_EQ(r.figures.at("lecture_ratio_holds").at("value"), false);
+  EXPECT_NEAR(r.figures.at("fa_dram_over_model").at("value").get<double>(), 0.1, 1e-9);
+  bool verdict = false, why = false, failed = false, roofline = false;
+  for (const std::string& s : r.observations) {
+    verdict = verdict || s.find("does not hold for HBM traffic on this GPU") != std::string::npos;
+    why = why ||
+          s.find("90.0% of what atomic-dq's main kernel reads from L2 hits") != std::string::npos;
+    failed = failed || s.find(
+                           "12 passes were not measured (the first: deterministic-dq bwd d=128 "
+                           "N=512: needs 99.0 GiB") != std::string::npos;
+    roofline = roofline ||
+               s.find("With measured DRAM bytes, atomic-dq's main kernel") != std::string::npos;
+  }
+  EXPECT_TRUE(verdict);
+  EXPECT_TRUE(why);
+  EXPECT_TRUE(failed);
+  EXPECT_TRUE(roofline);
+
+  // The lecture's explanation is said only when the counters bear it out.
+  const auto explains = [](const Report& rep) {
+    for (const std::string& s : rep.observations)
+      if (s.find("what the lecture expected") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(explains(r));
+  EXPECT_FALSE(explains(lab::io_lab(o, FakeGpu{1.0, 0.9, ""}.setup())));
+
+  // The same shares for both: the measured ratio is the modeled one, and the 1.8 holds.
+  const Report same = lab::io_lab(o, FakeGpu{0.3, 0.3, ""}.setup());
+  EXPECT_EQ(same.figures.at("lecture_ratio_holds").at("value"), true);
+  const Report zh = lab::io_lab(LabOptions{"zh", "cuda", 0}, FakeGpu{0.3, 0.3, ""}.setup());
+  bool holds_zh = false;
+  for (const std::string& s : zh.observations)
+    holds_zh = holds_zh || s.find("讲义的 ≈ 1.8 对这块 GPU 的显存流量成立") != std::string::npos;
+  EXPECT_TRUE(holds_zh);
+
+  // The figure of a measured report renders.
+  const std::string svg = plot_svg(to_json(r));
+  EXPECT_NE(svg.find("roofline · d = 128 · N = 4096"), std::string::npos);
+  EXPECT_NE(svg.find("atomic-dq"), std::string::npos);
+}
+
 // The figure of a report made on a GPU: the roofline panels (roofs from the ceilings, a point per
 // kernel) and the ratio panel, rendered to a PNG by rsvg-convert.
 TEST(IoLab, PlotDrawsTheRooflineAndTheRatio) {
