@@ -138,7 +138,7 @@ for t in doc["tables"]:
             print(f"ceiling     {r['name']:<10} {r['value'] if r['value'] is not None else '-'} "
                   f"{r['unit']} check={r['check_ok']}")
 for o in doc["observations"]:
-    print("obs         " + o[:300])
+    print("obs         " + o)
 PY
   fi
 } >"$OUT/summary.txt" 2>&1
