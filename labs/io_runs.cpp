@@ -30,18 +30,26 @@ std::optional<double> sm_read_hit_pct(const Kernel& k) {
 
 namespace {
 
-// Names each measured kernel, numbering repeats, and pairs it with its modeled count.
+// Names each measured kernel, numbering repeats, and pairs it with its modeled count. When the
+// launches could not be named but there are as many as the model has kernels, the model's names
+// are taken in launch order (the note of the pass says the names are unknown).
 std::vector<Kernel> kernels_of(const cuda::PassCounters& pc, const PassModel& m) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < pc.kernels.size(); ++i)
+    names.push_back(!pc.named && pc.kernels.size() == m.kernels.size() ? m.kernels[i].kernel
+                                                                       : pc.kernels[i].name);
   std::map<std::string, int> seen, total;
-  for (const cuda::KernelCounters& k : pc.kernels) ++total[k.name];
+  for (const std::string& n : names) ++total[n];
   std::vector<bool> used(m.kernels.size(), false);
   std::vector<Kernel> out;
-  for (const cuda::KernelCounters& k : pc.kernels) {
+  for (size_t j = 0; j < pc.kernels.size(); ++j) {
+    const cuda::KernelCounters& k = pc.kernels[j];
+    const std::string& name = names[j];
     Kernel x;
-    x.name = total[k.name] > 1 ? fmt::format("{} #{}", k.name, ++seen[k.name]) : k.name;
+    x.name = total[name] > 1 ? fmt::format("{} #{}", name, ++seen[name]) : name;
     x.v = k.values;
     for (size_t i = 0; i < m.kernels.size(); ++i)
-      if (!used[i] && m.kernels[i].kernel == k.name) {
+      if (!used[i] && m.kernels[i].kernel == name) {
         used[i] = true;
         x.model = m.kernels[i].counts;
         break;

@@ -277,7 +277,8 @@ TEST(IoLab, CommandExitsZeroWithTheModeledHalf) {
 // the modeled FLOPs. naive's kernels split its pass evenly.
 struct FakeGpu {
   double std_share, fa_share;
-  std::string fail_id;  // this version "cannot run"
+  std::string fail_id;   // this version "cannot run"
+  bool unnamed = false;  // the launch callbacks gave no names
 
   cuda::PassCounters counters(const VersionInfo& v, bool bwd, const Problem& p) const {
     const lab::io_model::PassModel m = lab::io_model::model_pass(v, bwd, p);
@@ -302,7 +303,8 @@ struct FakeGpu {
     for (const auto& [name, c] : ks) {
       const double bytes = model_bytes(c);
       cuda::KernelCounters k;
-      k.name = name;
+      k.name = unnamed ? "kernel " + std::to_string(pc.kernels.size() + 1) : name;
+      pc.named = !unnamed;
       k.values = {{"dram_read_bytes", 0.75 * share * bytes},
                   {"dram_write_bytes", 0.25 * share * bytes},
                   {"time_ns", bytes / 3e12 * 1e9 + 1000},
@@ -402,6 +404,22 @@ TEST(IoLab, MeasuredHalfFollowsTheCounters) {
   EXPECT_TRUE(why);
   EXPECT_TRUE(failed);
   EXPECT_TRUE(roofline);
+
+  // Launches the callbacks could not name take the model's kernel names in launch order; naive's
+  // (no model per kernel) keep their numbers.
+  const Report unnamed = lab::io_lab(o, FakeGpu{1.0, 0.1, "", true}.setup());
+  const Table& uk = table(unnamed, "kernels");
+  int by_order = 0, numbered_only = 0;
+  for (size_t i = 0; i < uk.rows.size(); ++i) {
+    const std::string v = cell(uk, i, "version"), name = cell(uk, i, "kernel");
+    if (v == "naive") numbered_only += name.rfind("kernel ", 0) == 0;
+    if (v == "atomic-dq" && name == "outer_k_kernel") {
+      EXPECT_NEAR(cell(uk, i, "dram_over_model").get<double>(), 0.1, 1e-9);
+      ++by_order;
+    }
+  }
+  EXPECT_EQ(by_order, 12);
+  EXPECT_EQ(numbered_only, 12 * 8);
 
   // The lecture's explanation is said only when the counters bear it out.
   const auto explains = [](const Report& rep) {

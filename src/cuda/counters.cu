@@ -575,6 +575,7 @@ PassCounters measure_pass(const std::function<void()>& prepare,
   const std::vector<std::string>* names = nullptr;
   for (const auto* list : {&raw.log.driver, &raw.log.runtime, &raw.log.driver_and_memsets})
     if (!names && list->size() == n) names = list;
+  out.named = names != nullptr;
   if (!names) {
     const std::string why = raw.names_logged
                                 ? std::to_string(raw.log.driver.size()) + " launches seen for " +

@@ -65,6 +65,7 @@ struct KernelCounters {
 struct PassCounters {
   std::vector<KernelCounters> kernels;  // in launch order
   int replay_passes = 0;                // how often the pass ran
+  bool named = true;                    // false: the launch callbacks gave no names
   std::string note;                     // anything the reader should know (names unknown, ...)
 };
 
