@@ -14,5 +14,6 @@ Report bwd_ratio(const LabOptions&);
 Report no_lse(const LabOptions&);
 Report determinism(const LabOptions&);
 Report hopper(const LabOptions&);
+Report io(const LabOptions&);
 
 }  // namespace flashlab::lab

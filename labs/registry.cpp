@@ -7,7 +7,7 @@ namespace flashlab {
 
 namespace {
 
-const std::array<LabInfo, 8> kLabs = {{
+const std::array<LabInfo, 9> kLabs = {{
     {"gradcheck",
      "Gradient check: FlashAttention backward = standard backward = finite differences",
      "梯度检查：FlashAttention 的反向 = 标准反向 = 有限差分", lab::gradcheck},
@@ -25,6 +25,10 @@ const std::array<LabInfo, 8> kLabs = {{
      "atomic dQ vs 确定性 dQ：多次运行的差异、显存、耗时", lab::determinism},
     {"hopper", "The Hopper rung's ideas, each switched off in turn: what each buys on this GPU",
      "Hopper 这一级的各个想法逐个关掉：每个想法在这块 GPU 上值多少", lab::hopper},
+    {"io",
+     "The lecture's open question, measured: HBM traffic, L2 hits and the roofline, kernel by "
+     "kernel",
+     "讲义留下的问题，实测：显存流量、L2 命中与 roofline，逐个内核", lab::io},
 }};
 
 }  // namespace

@@ -5,6 +5,7 @@
 // One run, in order:
 //   check(problem) -> free memory >= required -> allocate everything (RAII) -> upload
 //   -> [poison, forward?, backward?] once: download the outputs
+//   -> (counters only) each pass again under CUPTI's range profiler (cuda/counters.h)
 //   -> warm-up runs -> repeats of [poison, flush L2, event, pass, event] per pass
 //   -> bitwise_repeats runs compared with the first outputs, word by word.
 // Nothing is allocated after the uploads, so the timed region holds launches only.
@@ -339,6 +340,19 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
     res.grads.dQ = from_words(p.dtype, first.dQ);
     res.grads.dK = from_words(p.dtype, first.dK);
     res.grads.dV = from_words(p.dtype, first.dV);
+  }
+
+  // 3b. Hardware counters, when asked for: each pass again (as often as CUPTI needs to collect
+  // every metric), from poisoned outputs; naive's backward gets its stored P from a forward first.
+  if (opt.counters) {
+    if (s.fwd) res.fwd_counters = measure_pass(poison, [&] { v.forward(t); });
+    if (s.bwd)
+      res.bwd_counters = measure_pass(
+          [&] {
+            poison();
+            if (s.fwd) v.forward(t);
+          },
+          [&] { v.backward(t); });
   }
 
   // 4. Timing: each pass between two events, with the L2 emptied just before it.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/problem.h"
+#include "cuda/counters.h"
 #include "cuda/device_api.h"
 
 namespace flashlab::cuda {
@@ -31,7 +32,21 @@ struct RunOptions {
   int repeats = 10;
   bool flush_l2 = true;
   int bitwise_repeats = 2;  // how many extra runs to compare outputs bitwise (0: skip)
+  // Read hardware counters around every kernel of each pass (cuda/counters.h), in extra runs
+  // after the first and before any timing. Check counter_status() first: run() throws when the
+  // counters cannot be read.
+  bool counters = false;
 };
+
+// One run for the answer and the counters around each kernel: no warm-up, no timing, no bitwise
+// repeats (the io lab and its GPU tests).
+inline RunOptions counters_only() {
+  RunOptions o;
+  o.warmup = o.repeats = o.bitwise_repeats = 0;
+  o.flush_l2 = false;
+  o.counters = true;
+  return o;
+}
 
 struct PassTiming {
   std::vector<double> ms;  // one per timed repeat
@@ -50,6 +65,7 @@ struct RunResult {
   struct PerOutput {
     int O = 0, LSE = 0, dQ = 0, dK = 0, dV = 0;
   } differing_runs;
+  PassCounters fwd_counters, bwd_counters;  // filled when RunOptions::counters is set
 };
 
 // Bytes the run would allocate on the device for this version (inputs, outputs, workspace).

@@ -272,11 +272,13 @@ void draw_panel(std::string& out, const Panel& p, double ox, double oy) {
         continue;
       path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", px(pt.x), py(pt.y));
     }
-    out += fmt::format(R"(<path d="{}" fill="none" stroke="{}" stroke-width="2"{}/>)"
-                       "\n",
-                       path, color, i % 8 >= 4 ? R"( stroke-dasharray="6,3")" : "");
+    if (s.line)
+      out += fmt::format(R"(<path d="{}" fill="none" stroke="{}" stroke-width="2"{}/>)"
+                         "\n",
+                         path, color, i % 8 >= 4 ? R"( stroke-dasharray="6,3")" : "");
     for (const Point& pt : s.points) {
-      if ((p.x.scale == Scale::log && pt.x <= 0) || (p.y.scale == Scale::log && pt.y <= 0))
+      if (!s.markers || (p.x.scale == Scale::log && pt.x <= 0) ||
+          (p.y.scale == Scale::log && pt.y <= 0))
         continue;
       marker(out, static_cast<int>(i), px(pt.x), py(pt.y), color);
     }
@@ -288,10 +290,11 @@ void draw_panel(std::string& out, const Panel& p, double ox, double oy) {
     const double yy = ly + (k / 2) * kLegendRow;
     const size_t i = p.series[k].style >= 0 ? static_cast<size_t>(p.series[k].style) : k;
     const char* color = kColors[i % 8];
-    out += fmt::format(
-        R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="{}" stroke-width="2"{}/>)",
-        lx, yy - 4, lx + 24, yy - 4, color, i % 8 >= 4 ? R"( stroke-dasharray="6,3")" : "");
-    marker(out, static_cast<int>(i), lx + 12, yy - 4, color);
+    if (p.series[k].line)
+      out += fmt::format(
+          R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="{}" stroke-width="2"{}/>)",
+          lx, yy - 4, lx + 24, yy - 4, color, i % 8 >= 4 ? R"( stroke-dasharray="6,3")" : "");
+    if (p.series[k].markers) marker(out, static_cast<int>(i), lx + 12, yy - 4, color);
     out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="12">{}</text>)"
                        "\n",
                        lx + 30, yy, esc(s_trunc(p.series[k].name)));

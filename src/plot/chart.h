@@ -15,8 +15,10 @@ struct Point {
 struct Series {
   std::string name;
   std::vector<Point> points;
-  int style = -1;  // colour and marker; -1: by position in the panel (set it to keep a version's
-                   // colour the same in every panel)
+  int style = -1;    // colour and marker; -1: by position in the panel (set it to keep a version's
+                     // colour the same in every panel)
+  bool line = true;  // false: markers only (a scatter of points that are not a sequence)
+  bool markers = true;  // false: the line only (a bound, such as a roofline's roof)
 };
 
 enum class Scale { linear, log };

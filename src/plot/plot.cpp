@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "plot/chart.h"
+#include "plot/roofline.h"
 
 namespace flashlab {
 
@@ -203,11 +204,12 @@ Chart bench_chart(const json& doc, const json& t) {
 std::string plot_svg(const json& doc) {
   if (!doc.is_object()) throw std::invalid_argument("a report must be a JSON object");
   const std::string command = doc.value("command", "");
+  if (plot::is_io_report(doc)) return plot::render_svg(plot::io_chart(doc));
   if (const json* t = find_table(doc, "cost")) return plot::render_svg(cost_chart(doc, *t));
   if (const json* t = find_table(doc, "bench")) return plot::render_svg(bench_chart(doc, *t));
   throw std::invalid_argument("no figure for a '" + command +
-                              "' report: plot draws the cost lab (`flashlab lab cost`) and "
-                              "`flashlab bench` reports");
+                              "' report: plot draws the cost lab (`flashlab lab cost`), the io "
+                              "lab (`flashlab lab io`) and `flashlab bench` reports");
 }
 
 }  // namespace flashlab

@@ -5,6 +5,7 @@
 //     and the roofline times.
 //   - `bench` (table "bench"): TFLOP/s vs N, one panel per (pass, dtype, d, causal), one line per
 //     version.
+//   - `lab io`: the measured roofline and the standard/FA traffic ratio (plot/roofline.h).
 #pragma once
 
 #include <string>

@@ -1,0 +1,477 @@
+// Micro-benchmarks for the machine's ceilings (ceilings.h): HBM bandwidth by a copy kernel, the
+// tensor cores by chains of mma.sync (the instruction the CUDA versions issue) and, on sm_90a, of
+// wgmma, and fp32 FMA throughput. Random inputs, never zeros; every benchmark checks its result.
+//
+//   copy      dst = src over 2 x 1 GiB (16-byte loads and stores, 4 in flight per thread);
+//             bytes = read + written; afterwards every word of dst is compared with src
+//   mma.sync  8 warps a CTA, 4 CTAs an SM; each warp runs 8 independent accumulator chains of
+//             m16n8k16 bf16 -> fp32 on random fragments; 4096 FLOP an instruction
+//   wgmma     2 warpgroups a CTA, one CTA an SM; each warpgroup issues m64n256k16 bf16 -> fp32 with
+//             A (64 x 64) and B (256 x 64) in shared memory, no swizzle, 4 k-steps a group;
+//             524288 FLOP an instruction. A one-instruction run is compared with the host product,
+//             which checks the descriptors and the fragment layout
+//   ffma      8 independent fmaf chains a thread; 2 FLOP an instruction
+//
+// Shared-memory layout of the wgmma operands (K-major, no swizzle): 8 x 8 "core matrices" of 128
+// bytes (8 rows of 16 bytes); core matrices adjacent along M (or N) are 128 bytes apart (the
+// descriptor's stride byte offset), those adjacent along K a whole column of them apart (its
+// leading byte offset: 1024 bytes for A, 4096 for B).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/check.cuh"
+#include "common/mma.cuh"
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "cuda/ceilings.h"
+#include "cuda/runner.h"
+
+namespace flashlab::cuda {
+
+namespace {
+
+constexpr int kWarmup = 2, kRepeats = 10;
+
+// Median time of `repeats` launches, each between two events, after `warmup` untimed ones.
+template <class F>
+double median_seconds(F&& launch) {
+  cudaEvent_t a, b;
+  FLASHLAB_CUDA_CHECK(cudaEventCreate(&a));
+  FLASHLAB_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < kWarmup + kRepeats; ++i) {
+    FLASHLAB_CUDA_CHECK(cudaEventRecord(a));
+    launch();
+    FLASHLAB_CUDA_CHECK(cudaEventRecord(b));
+    FLASHLAB_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    FLASHLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= kWarmup) t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// A device buffer that frees itself.
+template <class T>
+struct Buffer {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Buffer(size_t count) : n(count) {
+    FLASHLAB_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T)));
+  }
+  ~Buffer() { cudaFree(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+// Random bf16 words from the project's generator (never zero in practice: normal samples).
+std::vector<uint16_t> random_bf16(size_t n, uint64_t stream) {
+  const HostTensor x = random_normal(2026, stream, static_cast<int64_t>(n), DType::bf16);
+  std::vector<uint16_t> w(n);
+  for (size_t i = 0; i < n; ++i) w[i] = float_to_bf16_bits(static_cast<float>(x[i]));
+  return w;
+}
+
+template <class T>
+void upload(Buffer<T>& dst, const std::vector<T>& src) {
+  FLASHLAB_CUDA_CHECK(
+      cudaMemcpy(dst.p, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+Ceiling named(const char* key, const char* name, const char* unit) {
+  Ceiling c;
+  c.key = key, c.name = name, c.unit = unit;
+  return c;
+}
+
+// ---- copy ---------------------------------------------------------------------------------------
+
+__global__ void fill_words(uint4* p, size_t n, uint32_t salt) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ salt;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    p[i] = make_uint4(h | 1u, h * 3u | 1u, h * 5u | 1u, h * 7u | 1u);
+  }
+}
+
+__global__ void copy_words(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+    dst[i] = a, dst[i + stride] = b, dst[i + 2 * stride] = c, dst[i + 3 * stride] = d;
+  }
+  for (; i < n; i += stride) dst[i] = src[i];
+}
+
+__global__ void count_differences(const uint4* a, const uint4* b, size_t n,
+                                  unsigned long long* count) {
+  unsigned long long c = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint4 x = a[i], y = b[i];
+    c += (x.x != y.x) + (x.y != y.y) + (x.z != y.z) + (x.w != y.w);
+  }
+  if (c) atomicAdd(count, c);
+}
+
+Ceiling copy_ceiling(const DeviceInfo& dev) {
+  Ceiling c = named("hbm_copy", "HBM copy", "B/s");
+  size_t bytes = size_t{1} << 30;
+  const size_t free_b = static_cast<size_t>(std::max<int64_t>(dev.free_bytes, 0));
+  while (bytes > (size_t{64} << 20) && 2 * bytes + (size_t{256} << 20) > free_b) bytes /= 2;
+  const size_t n = bytes / 16;
+  Buffer<uint4> src(n), dst(n);
+  Buffer<unsigned long long> diff(1);
+  const int grid = dev.sms * 8;
+  fill_words<<<grid, 256>>>(src.p, n, 0x5bd1e995u);
+  FLASHLAB_CHECK_LAUNCH();
+  fill_words<<<grid, 256>>>(dst.p, n, 0x1b873593u);  // dst differs from src before the copy
+  FLASHLAB_CHECK_LAUNCH();
+  const double s = median_seconds([&] {
+    copy_words<<<grid, 256>>>(src.p, dst.p, n);
+    FLASHLAB_CHECK_LAUNCH();
+  });
+  FLASHLAB_CUDA_CHECK(cudaMemset(diff.p, 0, sizeof(unsigned long long)));
+  count_differences<<<grid, 256>>>(src.p, dst.p, n, diff.p);
+  FLASHLAB_CHECK_LAUNCH();
+  unsigned long long differ = 0;
+  FLASHLAB_CUDA_CHECK(cudaMemcpy(&differ, diff.p, sizeof differ, cudaMemcpyDeviceToHost));
+  c.value = 2.0 * static_cast<double>(bytes) / s;
+  c.how = "copy of " + std::to_string(bytes >> 20) + " MiB, bytes read + written, " +
+          std::to_string(grid) + " x 256 threads, median of " + std::to_string(kRepeats);
+  c.check_ok = differ == 0;
+  c.check =
+      std::to_string(differ) + " of " + std::to_string(4 * n) + " words differ after the copy";
+  return c;
+}
+
+// ---- mma.sync -----------------------------------------------------------------------------------
+
+constexpr int kMmaChains = 8;
+
+__global__ void __launch_bounds__(256) mma_chains(const uint32_t* frags, int iters, float* out) {
+  const int lane = threadIdx.x % 32;
+  uint32_t a[4], b0[2], b1[2];
+  for (int i = 0; i < 4; ++i) a[i] = frags[lane * 8 + i];
+  b0[0] = frags[lane * 8 + 4], b0[1] = frags[lane * 8 + 5];
+  b1[0] = frags[lane * 8 + 6], b1[1] = frags[lane * 8 + 7];
+  float acc[kMmaChains][4] = {};
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int j = 0; j < kMmaChains; ++j) mma_16816<__nv_bfloat16>(acc[j], a, (j & 1) ? b1 : b0);
+  }
+  float sum = 0;
+#pragma unroll
+  for (int j = 0; j < kMmaChains; ++j) sum += acc[j][0] + acc[j][1] + acc[j][2] + acc[j][3];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
+// Runs `launch(out)` (one float a thread into `out`) on grid x threads as median_seconds times it;
+// returns the seconds and leaves the last run's outputs in `results`.
+template <class Launch>
+double time_chains(int grid, int threads, Launch&& launch, std::vector<float>& results) {
+  Buffer<float> out(static_cast<size_t>(grid) * threads);
+  const double s = median_seconds([&] {
+    launch(out.p);
+    FLASHLAB_CHECK_LAUNCH();
+  });
+  results.resize(out.n);
+  FLASHLAB_CUDA_CHECK(
+      cudaMemcpy(results.data(), out.p, results.size() * 4, cudaMemcpyDeviceToHost));
+  return s;
+}
+
+// True when every value is finite and not all are zero.
+bool finite_and_nonzero(const std::vector<float>& v) {
+  bool nonzero = false;
+  for (float x : v) {
+    if (!std::isfinite(x)) return false;
+    nonzero = nonzero || x != 0.f;
+  }
+  return nonzero;
+}
+
+Ceiling mma_ceiling(const DeviceInfo& dev) {
+  Ceiling c = named("mma_sync_bf16", "mma.sync", "FLOP/s");
+  const std::vector<uint16_t> w = random_bf16(32 * 16, 11);
+  std::vector<uint32_t> frags(32 * 8);
+  for (size_t i = 0; i < frags.size(); ++i) frags[i] = w[2 * i] | uint32_t(w[2 * i + 1]) << 16;
+  Buffer<uint32_t> f(frags.size());
+  upload(f, frags);
+  const int grid = dev.sms * 4, threads = 256, iters = 4096;
+  std::vector<float> o;
+  const double s = time_chains(
+      grid, threads, [&](float* out) { mma_chains<<<grid, threads>>>(f.p, iters, out); }, o);
+  const double instructions = double(grid) * (threads / 32) * iters * kMmaChains;
+  c.value = instructions * 4096 / s;
+  c.how = "bf16 m16n8k16, " + std::to_string(grid) + " CTAs x 8 warps x " + std::to_string(iters) +
+          " x " + std::to_string(kMmaChains) + " independent chains, median of " +
+          std::to_string(kRepeats);
+  c.check_ok = finite_and_nonzero(o);
+  c.check = c.check_ok ? "every accumulator finite, not all zero"
+                       : "an accumulator is NaN/Inf, or all are zero";
+  return c;
+}
+
+// ---- wgmma (sm_90a) -----------------------------------------------------------------------------
+
+constexpr int kWgN = 256, kWgK = 64, kWgSteps = kWgK / 16;
+constexpr uint32_t kCoreBytes = 128;               // 8 rows x 16 bytes
+constexpr uint32_t kLboA = 64 / 8 * kCoreBytes;    // K-adjacent core matrices of A
+constexpr uint32_t kLboB = kWgN / 8 * kCoreBytes;  // ... of B
+constexpr uint32_t kBytesA = 64 * kWgK * 2, kBytesB = kWgN * kWgK * 2;
+
+// Byte offset of element (row, k) in a K-major, unswizzled operand whose K-adjacent core matrices
+// are `lbo` bytes apart.
+__host__ __device__ constexpr uint32_t core_offset(int row, int k, uint32_t lbo) {
+  return (k / 8) * lbo + (row / 8) * kCoreBytes + (row % 8) * 16 + (k % 8) * 2;
+}
+
+__global__ void sm90a_probe(int* out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint64_t smem_descriptor(const void* p, uint32_t lbo) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  return uint64_t((a >> 4) & 0x3FFF) | uint64_t((lbo >> 4) & 0x3FFF) << 16 |
+         uint64_t((kCoreBytes >> 4) & 0x3FFF) << 32;  // base offset 0, no swizzle
+}
+
+// d (64 x 256, fp32, 128 registers a thread) = A B^T + (accumulate ? d : 0).
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                 int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127 "
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+#endif
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Copies the operand images into shared memory, where wgmma reads them (through the async proxy).
+__device__ void load_operands(unsigned char* smem, const uint4* a_image, const uint4* b_image) {
+  auto* s = reinterpret_cast<uint4*>(smem);
+  for (uint32_t i = threadIdx.x; i < (kBytesA + kBytesB) / 16; i += blockDim.x)
+    s[i] = i < kBytesA / 16 ? a_image[i] : b_image[i - kBytesA / 16];
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+}
+#endif
+
+// One instruction, d = A B^T over the first k-step, written out as a 64 x 256 matrix by the
+// fragment layout the PTX ISA gives (warp w, lane 4g + q: element i at row 16w + g + 8((i>>1)&1),
+// column 8(i>>2) + 2q + (i&1)).
+__global__ void __launch_bounds__(128, 1)
+    wgmma_once(const uint4* a_image, const uint4* b_image, float* out) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) unsigned char smem[];
+  load_operands(smem, a_image, b_image);
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.f;
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  wgmma_m64n256k16(d, smem_descriptor(smem, kLboA), smem_descriptor(smem + kBytesA, kLboB), 0);
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  const int w = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
+#pragma unroll
+  for (int i = 0; i < 128; ++i)
+    out[(16 * w + g + 8 * ((i >> 1) & 1)) * kWgN + 8 * (i >> 2) + 2 * q + (i & 1)] = d[i];
+#else
+  (void)a_image, (void)b_image, (void)out;
+#endif
+}
+
+// `iters` groups of kWgSteps instructions per warpgroup, one group in flight at a time.
+__global__ void __launch_bounds__(256, 1)
+    wgmma_chains(const uint4* a_image, const uint4* b_image, int iters, float* out) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) unsigned char smem[];
+  load_operands(smem, a_image, b_image);
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.f;
+  for (int it = 0; it < iters; ++it) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < kWgSteps; ++k)
+      wgmma_m64n256k16(d, smem_descriptor(smem + 2 * k * kLboA, kLboA),
+                       smem_descriptor(smem + kBytesA + 2 * k * kLboB, kLboB), 1);
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  }
+  float sum = 0;
+#pragma unroll
+  for (int i = 0; i < 128; ++i) sum += d[i];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+#else
+  (void)a_image, (void)b_image, (void)iters, (void)out;
+#endif
+}
+
+bool built_with_sm90a() {
+  Buffer<int> flag(1);
+  FLASHLAB_CUDA_CHECK(cudaMemset(flag.p, 0, sizeof(int)));
+  sm90a_probe<<<1, 1>>>(flag.p);
+  FLASHLAB_CHECK_LAUNCH();
+  int v = 0;
+  FLASHLAB_CUDA_CHECK(cudaMemcpy(&v, flag.p, sizeof v, cudaMemcpyDeviceToHost));
+  return v == 1;
+}
+
+Ceiling wgmma_ceiling(const DeviceInfo& dev) {
+  Ceiling c = named("wgmma_bf16", "wgmma", "FLOP/s");
+  if (dev.cc_major != 9) {
+    c.why_not = "wgmma needs an sm_90 GPU (this one is sm_" + std::to_string(dev.cc_major) +
+                std::to_string(dev.cc_minor) + ")";
+    return c;
+  }
+  if (!built_with_sm90a()) {
+    c.why_not = "this build has no sm_90a code (FLASHLAB_CUDA_GENCODE lacks compute_90a)";
+    return c;
+  }
+  const std::vector<uint16_t> a = random_bf16(kBytesA / 2, 12), b = random_bf16(kBytesB / 2, 13);
+  Buffer<uint4> ga(kBytesA / 16), gb(kBytesB / 16);
+  FLASHLAB_CUDA_CHECK(cudaMemcpy(ga.p, a.data(), kBytesA, cudaMemcpyHostToDevice));
+  FLASHLAB_CUDA_CHECK(cudaMemcpy(gb.p, b.data(), kBytesB, cudaMemcpyHostToDevice));
+  const int smem = static_cast<int>(kBytesA + kBytesB);
+
+  // The check: one instruction against the host product of the same words.
+  Buffer<float> one(64 * kWgN);
+  FLASHLAB_CUDA_CHECK(cudaMemset(one.p, 0xFF, one.n * 4));  // NaN: an unwritten element fails
+  wgmma_once<<<1, 128, smem>>>(ga.p, gb.p, one.p);
+  FLASHLAB_CHECK_LAUNCH();
+  std::vector<float> got(one.n);
+  FLASHLAB_CUDA_CHECK(cudaMemcpy(got.data(), one.p, got.size() * 4, cudaMemcpyDeviceToHost));
+  double worst = 0, scale = 0;
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < kWgN; ++n) {
+      double ref = 0;
+      for (int k = 0; k < 16; ++k)
+        ref += double(bf16_bits_to_float(a[core_offset(m, k, kLboA) / 2])) *
+               bf16_bits_to_float(b[core_offset(n, k, kLboB) / 2]);
+      const double g = got[m * kWgN + n];
+      worst = std::isfinite(g) ? std::max(worst, std::fabs(g - ref)) : INFINITY;
+      scale = std::max(scale, std::fabs(ref));
+    }
+  c.check_ok = worst <= 1e-5 * std::max(scale, 1.0);
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "one instruction against the host product: max |error| %.2e (largest |value| %.2f)",
+                worst, scale);
+  c.check = buf;
+
+  const int grid = dev.sms, iters = 4096;
+  Buffer<float> out(static_cast<size_t>(grid) * 256);
+  const double s = median_seconds([&] {
+    wgmma_chains<<<grid, 256, smem>>>(ga.p, gb.p, iters, out.p);
+    FLASHLAB_CHECK_LAUNCH();
+  });
+  const double instructions = double(grid) * 2 * iters * kWgSteps;
+  c.value = instructions * 2.0 * 64 * kWgN * 16 / s;
+  c.how = "bf16 m64n256k16, A and B in shared memory, " + std::to_string(grid) +
+          " CTAs x 2 warpgroups x " + std::to_string(iters) + " x " + std::to_string(kWgSteps) +
+          ", median of " + std::to_string(kRepeats);
+  return c;
+}
+
+// ---- fp32 FMA
+// ------------------------------------------------------------------------------------
+
+constexpr int kFmaChains = 8;
+
+__global__ void __launch_bounds__(256) ffma_chains(const float* seed, int iters, float* out) {
+  float x[kFmaChains];
+  const float a = 0.999f + 1e-4f * seed[threadIdx.x % 32], b = 1e-3f * seed[(threadIdx.x + 7) % 32];
+#pragma unroll
+  for (int j = 0; j < kFmaChains; ++j) x[j] = seed[(threadIdx.x + j) % 32];
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int j = 0; j < kFmaChains; ++j) x[j] = fmaf(x[j], a, b);
+  }
+  float sum = 0;
+#pragma unroll
+  for (int j = 0; j < kFmaChains; ++j) sum += x[j];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
+Ceiling ffma_ceiling(const DeviceInfo& dev) {
+  Ceiling c = named("ffma_fp32", "fp32 FMA", "FLOP/s");
+  const HostTensor r = random_normal(2026, 14, 32, DType::f32);
+  std::vector<float> seed(r.begin(), r.end());
+  Buffer<float> sd(32);
+  upload(sd, seed);
+  const int grid = dev.sms * 8, threads = 256, iters = 16384;
+  std::vector<float> o;
+  const double s = time_chains(
+      grid, threads, [&](float* out) { ffma_chains<<<grid, threads>>>(sd.p, iters, out); }, o);
+  c.value = double(grid) * threads * iters * kFmaChains * 2 / s;
+  c.how = "fmaf on CUDA cores, " + std::to_string(grid) + " CTAs x 256 threads x " +
+          std::to_string(iters) + " x " + std::to_string(kFmaChains) +
+          " independent chains, median of " + std::to_string(kRepeats);
+  c.check_ok = finite_and_nonzero(o);
+  c.check = c.check_ok ? "every chain finite, not all zero" : "a chain is NaN/Inf, or all are zero";
+  return c;
+}
+
+}  // namespace
+
+std::vector<Ceiling> measure_ceilings() {
+  const DeviceInfo& dev = device_info();
+  if (!dev.present) throw std::runtime_error(dev.why_absent);
+  std::vector<Ceiling> out;
+  out.push_back(copy_ceiling(dev));
+  out.push_back(mma_ceiling(dev));
+  out.push_back(wgmma_ceiling(dev));
+  out.push_back(ffma_ceiling(dev));
+  FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  return out;
+}
+
+}  // namespace flashlab::cuda
