@@ -9,12 +9,14 @@
 #   scripts/device_check.sh                                   # all stages
 #   STAGES="tests sass" scripts/device_check.sh               # some of them
 #   BENCH_ARGS="--N 1024,4096 --d 128 --dtype bf16" scripts/device_check.sh
+#   STAGES="fwdsweep ablation" scripts/device_check.sh          # the forward rungs beside PyTorch,
+#                                                               # and the hopper rung's ablation
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${FLASHLAB_BIN_DIR:-build/device-bin}
 OUT=${OUT:-out/device}
 LOGS="$OUT/logs"
-STAGES=${STAGES:-"info tests memcheck racecheck sass quickbench bench"}
+STAGES=${STAGES:-"info tests memcheck racecheck synccheck sass quickbench bench ablation"}
 BENCH_ARGS=${BENCH_ARGS:-}
 mkdir -p "$LOGS"
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -72,12 +74,18 @@ if has racecheck; then
   note racecheck "rc=$STAGE_RC ${STAGE_S}s $(grep -h 'RACECHECK SUMMARY' "$LOGS/racecheck.log" | tail -1) tests: $(grep -oP '\[  PASSED  \] \K[0-9]+' "$LOGS/racecheck.log" | tail -1) passed"
 fi
 
+if has synccheck; then
+  run_stage synccheck "${SAN_TIMEOUT:-240}" compute-sanitizer --tool synccheck --error-exitcode 99 \
+    "$BIN/flashlab_gpu_tests" --gtest_color=no --gtest_filter="$RACE_FILTER"
+  note synccheck "rc=$STAGE_RC ${STAGE_S}s $(grep -h 'ERROR SUMMARY' "$LOGS/synccheck.log" | tail -1) tests: $(grep -oP '\[  PASSED  \] \K[0-9]+' "$LOGS/synccheck.log" | tail -1) passed"
+fi
+
 if has sass; then
   run_stage sass 120 bash -c "cuobjdump --dump-sass '$BIN/flashlab_gpu_tests' > '$LOGS/sass.txt' && \
     cuobjdump --dump-resource-usage '$BIN/flashlab_gpu_tests' | cu++filt > '$LOGS/resource_usage.txt'; \
     awk '/Function :/ {f=\$3} /HMMA/ {c[f]++} /HGMMA/ {g[f]++} END {for (k in c) print c[k], \"HMMA\", k; for (k in g) print g[k], \"HGMMA\", k}' '$LOGS/sass.txt' | cu++filt | sort -k3"
   rm -f "$LOGS/sass.txt"  # large; the counts and resource usage are kept
-  note sass "rc=$STAGE_RC kernels with HMMA: $(grep -c HMMA "$LOGS/sass.log")"
+  note sass "rc=$STAGE_RC kernels with HMMA: $(grep -c ' HMMA ' "$LOGS/sass.log"), with HGMMA: $(grep -c ' HGMMA ' "$LOGS/sass.log"), spills: $(grep -c 'spill' "$LOGS/resource_usage.txt" 2>/dev/null || echo 0)"
   while read -r n kind name; do
     SUMMARY+=("$(printf '           %5s %-5s %s' "$n" "$kind" "$(echo "$name" | sed 's/flashlab::cuda:://g' | cut -c1-90)")")
   done <"$LOGS/sass.log"
@@ -100,6 +108,21 @@ if has bench; then
   while read -r l; do SUMMARY+=("$l"); done <"$LOGS/bench_summary.txt"
 fi
 
+if has fwdsweep; then  # the forward rungs over the sweep, beside PyTorch's forward only
+  run_stage fwdsweep "${BENCH_TIMEOUT:-420}" python3 scripts/compare_torch.py --flashlab "$BIN/flashlab" \
+    --versions tiled,hopper --passes fwd --N 1024,2048,4096,8192,16384 --out "$OUT/compare_fwd.json"
+  note fwdsweep "rc=$STAGE_RC ${STAGE_S}s (table in logs/fwdsweep.log, JSON in compare_fwd.json)"
+  sed -n '/^geometric mean/,/^wrote/p' "$LOGS/fwdsweep.log" | sed 's/^/           /' >"$LOGS/fwdsweep_summary.txt"
+  while read -r l; do SUMMARY+=("$l"); done <"$LOGS/fwdsweep_summary.txt"
+fi
+
+if has ablation; then
+  run_stage ablation 240 "$BIN/flashlab" lab hopper --backend cuda --json "$OUT/lab_hopper_cuda.json"
+  note ablation "rc=$STAGE_RC ${STAGE_S}s (logs/ablation.log, lab_hopper_cuda.json)"
+  grep -E '^ *[0-9-]* +(hopper|no-|sync-|tiled) ' "$LOGS/ablation.log" | cut -c1-24,120-250 >"$LOGS/ablation_summary.txt"
+  while read -r l; do SUMMARY+=("           $l"); done <"$LOGS/ablation_summary.txt"
+fi
+
 # Keep what comes back to a few files: one archive of the logs, the JSON, the summary.
 {
   echo "flashlab device check ($(date -u +%FT%TZ))"
@@ -108,5 +131,6 @@ fi
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOGS"
 echo
 [ -f "$OUT/logs.tar.gz" ] && tar -xOzf "$OUT/logs.tar.gz" logs/bench.log 2>/dev/null | sed -n '/^flashlab .* vs torch/,/^geometric/p' | head -120
+[ -f "$OUT/logs.tar.gz" ] && tar -xOzf "$OUT/logs.tar.gz" logs/fwdsweep.log 2>/dev/null | grep -E '^hopper|^flashlab .* vs' | head -60
 echo
 cat "$OUT/summary.txt"
