@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "registry.h"
 #include "report/report.h"
 
 namespace flashlab {
@@ -14,6 +16,10 @@ struct LabOptions {
   std::string lang = "en";       // "en" or "zh": headings and observations
   std::string backend = "auto";  // "cpu", "cuda" or "auto" (cuda when a device is present)
   uint64_t seed = 0;
+  // Chosen with --versions: the versions a lab that takes them runs instead of its own choice
+  // (gradcheck: the backwards to check; bwd-ratio: the backward to time; no-lse: the backward
+  // without a stored LSE). Empty: the lab's own choice.
+  std::vector<const VersionInfo*> versions;
 };
 
 struct LabInfo {
@@ -21,6 +27,7 @@ struct LabInfo {
   const char* title_en;
   const char* title_zh;
   Report (*run)(const LabOptions&);
+  const char* versions_help;  // what --versions chooses in this lab; null: it takes none
 };
 
 // All labs in the order `flashlab lab all` runs them.

@@ -18,7 +18,7 @@
 
 #include "common/cpu_tiles.h"
 #include "core/dtype.h"
-#include "cpu_versions.h"
+#include "version_folder.h"
 
 namespace flashlab::cpu {
 
@@ -164,8 +164,6 @@ void backward_head(const Problem& p, const Inputs& in, const Forward& fwd, const
   }
 }
 
-}  // namespace
-
 void naive_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
                    Counters& cnt) {
   check_problem(p, o, "naive_forward");
@@ -209,4 +207,23 @@ void naive_backward(const Problem& p, const Inputs& in, const Forward& fwd, cons
   }
 }
 
+// S and P, one fp32 N x N matrix each per head, plus D.
+int64_t naive_workspace(const Problem& p, const CpuOptions&) {
+  const Shape& s = p.shape;
+  return 2 * s.heads() * s.Nq * s.Nk * 4 + s.lse_elems() * 4;
+}
+
+}  // namespace
+
 }  // namespace flashlab::cpu
+
+FLASHLAB_VERSION({
+    .id = "naive",
+    .pass = Pass::both,
+    .idea = "S and P materialised in memory (N x N per head); the textbook backward from stored P",
+    .deterministic = false,
+    .workspace = "2*B*H*Nq*Nk*4 (S, P fp32) + B*H*Nq*4 (D)",
+    .workspace_bytes = cpu::naive_workspace,
+    .cpu_forward = cpu::naive_forward,
+    .cpu_backward = cpu::naive_backward,
+});

@@ -15,7 +15,7 @@
 
 #include "common/cpu_tiles.h"
 #include "core/dtype.h"
-#include "cpu_versions.h"
+#include "version_folder.h"
 
 namespace flashlab::cpu {
 
@@ -111,8 +111,6 @@ void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out
   cnt += total;
 }
 
-}  // namespace
-
 void tiled_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
                    Counters& cnt) {
   check_problem(p, o, "tiled_forward");
@@ -120,4 +118,21 @@ void tiled_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forw
   with_compute_type(p.dtype, [&](auto zero) { tiled<decltype(zero)>(p, in, o, out, cnt); });
 }
 
+int64_t no_workspace(const Problem&, const CpuOptions&) {
+  return 0;
+}
+
+}  // namespace
+
 }  // namespace flashlab::cpu
+
+FLASHLAB_VERSION({
+    .id = "tiled",
+    .pass = Pass::fwd,
+    .idea = "FA2 forward: outer loop over Q blocks, online softmax, writes O and LSE only",
+    .deterministic = true,
+    .workspace = "0",
+    .workspace_bytes = cpu::no_workspace,
+    .cpu_forward = cpu::tiled_forward,
+    .cpu_backward = nullptr,
+});

@@ -5,7 +5,7 @@
 
 #include <cuda_runtime.h>
 
-namespace flashlab::cuda::tiled_fwd {
+namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd {
 
 // One [B, H, N, d] problem; blockIdx.y walks the B*H heads, each head contiguous.
 struct FwdParams {
@@ -22,4 +22,4 @@ struct FwdParams {
 template <class T, int D, bool kCausal>
 void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream);
 
-}  // namespace flashlab::cuda::tiled_fwd
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd

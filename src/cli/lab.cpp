@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/common.h"
 #include "run/config.h"
 #include "run/validate.h"
@@ -18,6 +20,7 @@ struct LabArgs {
   std::string lang = "en";
   std::string backend = "auto";
   uint64_t seed = 0;
+  std::string versions;  // empty: the lab's own choice
   OutputOptions out;
 };
 
@@ -52,6 +55,16 @@ void merge_into(Report& all, const std::string& name, const Report& r) {
       all.figures[name + "." + it.key()] = it.value();
   all.config["labs"][name] = r.config;
   all.ok = all.ok && r.ok;
+  for (const std::string& id : r.version_ids)
+    if (std::find(all.version_ids.begin(), all.version_ids.end(), id) == all.version_ids.end())
+      all.version_ids.push_back(id);
+}
+
+std::string labs_with_versions() {
+  std::string s;
+  for (const LabInfo& l : labs())
+    if (l.versions_help) s += (s.empty() ? "" : ", ") + std::string(l.name);
+  return s;
 }
 
 }  // namespace
@@ -65,12 +78,16 @@ void register_lab(CLI::App& app, Action& action) {
   sub->add_option("--backend", a.backend, "cpu, cuda, or auto (cuda when a device is present)")
       ->capture_default_str();
   sub->add_option("--seed", a.seed, "seed of random inputs")->capture_default_str();
+  sub->add_option("--versions", a.versions,
+                  "gradcheck, bwd-ratio, no-lse: the version(s) to run instead of the lab's own "
+                  "choice, e.g. an exercise once solved");
   add_output_options(sub, a.out);
   sub->footer(R"(Examples:
   flashlab lab list
   flashlab lab memory
   flashlab lab cost --format markdown
-  flashlab lab all --lang zh --json labs.json)");
+  flashlab lab all --lang zh --json labs.json
+  flashlab lab bwd-ratio --versions ex2-fa2-bwd)");
   sub->callback([&action] {
     action = [] {
       if (a.lang != "en" && a.lang != "zh")
@@ -86,10 +103,18 @@ void register_lab(CLI::App& app, Action& action) {
         const LabInfo* lab = find_lab(a.name);
         if (!lab)
           throw UsageError("unknown lab '" + a.name + "' (known: " + known_labs() + ", all, list)");
+        if (!a.versions.empty()) {
+          if (!lab->versions_help)
+            throw UsageError("lab " + a.name +
+                             " takes no --versions (labs that do: " + labs_with_versions() + ")");
+          opt.versions = parse_versions(a.versions);
+        }
         Report r = lab->run(opt);
         r.command = "lab " + a.name;
         return emit(r, a.out);
       }
+      if (!a.versions.empty())
+        throw UsageError("--versions goes with one lab (" + labs_with_versions() + "), not all");
       Report all;
       all.command = "lab all";
       all.config = {

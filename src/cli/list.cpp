@@ -23,9 +23,29 @@ Report list_report() {
            {"code", "code", "", ""},
            {"idea", "the one idea it adds", "", ""}},
           {}};
-  for (const VersionInfo& x : versions())
-    v.rows.push_back({x.id, to_string(x.pass), x.deterministic, x.workspace,
-                      std::string("kernels/") + x.folder, x.idea});
+  Table ex{"exercises",
+           "The chapter's exercises, as starter versions to finish (kernels/exercises/)",
+           {{"id", "id", "", ""},
+            {"pass", "pass", "", ""},
+            {"code", "code", "", ""},
+            {"task", "what to write", "", ""}},
+           {}};
+  Table cu{"cuda",
+           "The CUDA side of each version, in this build and on this machine",
+           {{"id", "id", "", ""},
+            {"built", "built", "", ""},
+            {"code", "code for", "", ""},
+            {"status", "here", "", ""}},
+           {}};
+  for (const VersionInfo& x : versions()) {
+    if (x.exercise)
+      ex.rows.push_back({x.id, to_string(x.pass), x.folder, x.idea});
+    else
+      v.rows.push_back({x.id, to_string(x.pass), x.deterministic, x.workspace, x.folder, x.idea});
+    const std::string why = cuda_unavailable(x);
+    cu.rows.push_back({x.id, x.cuda != nullptr, x.cuda ? json(x.cuda_targets) : json(),
+                       why.empty() ? std::string("available") : "unavailable: " + why});
+  }
   const cuda::DeviceInfo& d = cuda::device_info();
   Table b{
       "backends",
@@ -37,10 +57,15 @@ Report list_report() {
                         ? fmt::format("{} (sm_{}{}, {} SMs)", d.name, d.cc_major, d.cc_minor, d.sms)
                         : "none: " + d.why_absent;
   b.rows.push_back({"cuda", cuda_built(), dev});
-  r.tables = {v, b};
+  r.tables = {v, ex, cu, b};
   r.observations.push_back(
       "Every version has a CPU twin (same block schedule, plain loops over tiles); "
       "`flashlab run --versions all` puts them side by side against the fp64 reference.");
+  if (!ex.rows.empty())
+    r.observations.push_back(
+        "The exercises run by id (`flashlab run --versions ex1-ds`) and report `not implemented` "
+        "with the file and line of the first step still to write; docs/COURSEWORK.md walks "
+        "through them. `flashlab new NAME --from ID` starts a version of your own.");
   r.observations.push_back(d.present
                                ? fmt::format("--backend auto runs on the GPU ({}).", d.name)
                                : "--backend auto runs on the CPU: no CUDA device is usable here.");

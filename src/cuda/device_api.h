@@ -36,13 +36,21 @@ struct Version {
   // when the version has no such pass. Launches only: no allocation, no synchronisation.
   void (*forward)(const DeviceTensors&) = nullptr;
   void (*backward)(const DeviceTensors&) = nullptr;
+  // Optional: empty when the version can run on a GPU of this compute capability, otherwise one
+  // sentence saying why not ("needs ..."). The build's own targets are checked before this (a
+  // folder built only for sm_90a is unavailable on an sm_80 GPU without asking).
+  std::string (*unavailable)(int cc_major, int cc_minor) = nullptr;
 };
 
-// Defined in kernels/NN_name/cuda.cu.
-extern const Version naive;
-extern const Version tiled;
-extern const Version recompute;
-extern const Version atomic_dq;
-extern const Version deterministic_dq;
-
 }  // namespace flashlab::cuda
+
+// Declares the CUDA side of a version folder, once, at global scope in its cuda.cu (see
+// src/version_folder.h for FLASHLAB_FOLDER):
+//
+//   FLASHLAB_CUDA_VERSION({.check = ..., .workspace_bytes = ..., .backward = ...});
+#define FLASHLAB_CUDA_VERSION(...)                               \
+  namespace flashlab::cuda::folders {                            \
+  extern const ::flashlab::cuda::Version FLASHLAB_FOLDER;        \
+  const ::flashlab::cuda::Version FLASHLAB_FOLDER = __VA_ARGS__; \
+  }                                                              \
+  static_assert(true, "FLASHLAB_CUDA_VERSION(...) ends with a semicolon")

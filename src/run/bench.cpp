@@ -206,6 +206,8 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
   rep.command = "bench";
   json versions = json::array();
   for (const VersionInfo* v : b.versions) versions.push_back(v->id);
+  for (const VersionInfo* v : b.versions) rep.version_ids.push_back(v->id);
+  rep.version_ids.push_back("tiled");  // feeds the backward-only versions
   json dtypes = json::array(), causal = json::array();
   for (DType t : b.dtypes) dtypes.push_back(to_string(t));
   for (bool c : b.causal) causal.push_back(c);

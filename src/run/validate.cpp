@@ -35,8 +35,8 @@ bool needs_tiled_forward(const RunConfig& c) {
 
 std::vector<const VersionInfo*> parse_versions(const std::string& list) {
   std::vector<bool> chosen(versions().size(), false);
-  if (list == "all") {
-    chosen.assign(chosen.size(), true);
+  if (list == "all") {  // the ladder; the exercises are chosen by id
+    for (size_t i = 0; i < chosen.size(); ++i) chosen[i] = !versions()[i].exercise;
   } else {
     size_t start = 0;
     bool any = false;
@@ -99,8 +99,9 @@ void validate_run(const RunConfig& c) {
   std::vector<const VersionInfo*> todo = c.versions;
   if (needs_tiled_forward(c)) todo.push_back(find_version("tiled"));
   for (const VersionInfo* v : todo) {
-    if (!v->cuda)
-      throw UsageError(fmt::format("version '{}' has no CUDA implementation in this build", v->id));
+    const std::string unavailable = cuda_unavailable(*v);
+    if (!unavailable.empty())
+      throw UsageError(fmt::format("version '{}' cannot run on cuda: {}", v->id, unavailable));
     if (v->cuda->check) {
       const std::string why = v->cuda->check(p);
       if (!why.empty()) throw UsageError(fmt::format("version '{}' on cuda: {}", v->id, why));

@@ -18,8 +18,8 @@ inline constexpr int kMaxTile = 4096;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kMaxRepeats = 10000;
 
-// "a,b" or "all" -> registry entries in registry order. Unknown id: UsageError naming the known
-// ids.
+// "a,b" or "all" (every version of the ladder; exercises by id) -> registry entries in registry
+// order. Unknown id: UsageError naming the known ids.
 std::vector<const VersionInfo*> parse_versions(const std::string& list);
 
 // "cpu", "cuda" or "auto" (cuda when a device is present). "cuda" without a device: UsageError

@@ -4,23 +4,23 @@
 #include <set>
 #include <string>
 
-#include "reference/gradcheck.h"
+#include "labs/gradcheck_run.h"
 
 namespace flashlab {
 namespace {
 
 TEST(Gradcheck, Demo1Bounds) {
-  const std::vector<reference::GradcheckCase> cases = reference::gradcheck();
+  const std::vector<lab::GradcheckCase> cases = lab::run_gradcheck();
   ASSERT_EQ(cases.size(), 2u);
   EXPECT_FALSE(cases[0].causal);
   EXPECT_TRUE(cases[1].causal);
-  for (const reference::GradcheckCase& c : cases) {
+  for (const lab::GradcheckCase& c : cases) {
     SCOPED_TRACE(c.causal ? "causal" : "full");
     EXPECT_LE(c.fwd_max_abs, 1e-14);
     EXPECT_EQ(c.points.size(), 18u);
     EXPECT_LE(c.standard_vs_fd, 1e-7);
     std::set<std::string> ids;
-    for (const reference::GradcheckVersion& v : c.versions) {
+    for (const lab::GradcheckVersion& v : c.versions) {
       ids.insert(v.id);
       EXPECT_LE(v.max_vs_standard, 1e-13) << v.id;
       EXPECT_LE(v.max_vs_fd, 1e-7) << v.id;
@@ -31,16 +31,16 @@ TEST(Gradcheck, Demo1Bounds) {
 
 // Other sizes and a ragged tiling still pass the same bounds (N not a multiple of Br or Bc).
 TEST(Gradcheck, RaggedTilesAndAnotherSeed) {
-  reference::GradcheckConfig config;
+  lab::GradcheckConfig config;
   config.N = 29;
   config.d = 8;
   config.Br = 7;
   config.Bc = 5;
   config.seed = 17;
-  for (const reference::GradcheckCase& c : reference::gradcheck(config)) {
+  for (const lab::GradcheckCase& c : lab::run_gradcheck(config)) {
     EXPECT_LE(c.fwd_max_abs, 1e-14);
     EXPECT_LE(c.standard_vs_fd, 1e-7);
-    for (const reference::GradcheckVersion& v : c.versions) {
+    for (const lab::GradcheckVersion& v : c.versions) {
       EXPECT_LE(v.max_vs_standard, 1e-13) << v.id;
       EXPECT_LE(v.max_vs_fd, 1e-7) << v.id;
     }

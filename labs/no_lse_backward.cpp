@@ -1,6 +1,6 @@
-// no-lse (the chapter's exercise 3): atomic-dq's backward as it would have to run if the forward
-// had not stored LSE. Before the main pass, every Q block re-runs the online softmax over all the
-// K blocks it sees, to rebuild m and l (and so LSE = m + log l):
+// The no-lse lab's own answer to the chapter's exercise 3: atomic-dq's backward as it would have to
+// run if the forward had not stored LSE. Before the main pass, every Q block re-runs the online
+// softmax over all the K blocks it sees, to rebuild m and l (and so LSE = m + log l):
 //
 //   stats pass   worker (h, i): read Q_i; for each visited K block: read K_j, S = scale Q_i K_j^T,
 //                m' = max(m, rowmax S), l = exp(m - m') l + rowsum exp(S - m'); write LSE_i
@@ -8,14 +8,18 @@
 //
 // The extra cost is one more Q K^T product per pair (2 Nq Nk d FLOPs, halved-ish when causal) and
 // reading K once per Q block: Nq d + Tr Nk d + Nq elements.
+#include "no_lse_backward.h"
+
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "common/cpu_bwd.h"
-#include "cpu_versions.h"
+#include "lab_util.h"
 
-namespace flashlab::cpu {
+namespace flashlab::lab {
+
+using namespace cpu;  // the CPU twins' tile helpers (kernels/common)
 
 namespace {
 
@@ -92,7 +96,7 @@ void no_lse_backward(const Problem& p, const Inputs& in, const Forward& fwd, con
   }
   with_compute_type(p.dtype,
                     [&](auto zero) { rebuild_lse<decltype(zero)>(p, in, o, rebuilt.LSE, cnt); });
-  atomic_dq_backward(p, in, rebuilt, o, g, cnt);
+  version("atomic-dq").cpu_backward(p, in, rebuilt, o, g, cnt);
 }
 
-}  // namespace flashlab::cpu
+}  // namespace flashlab::lab
