@@ -11,7 +11,14 @@
 //   - the CPU twin and every other function of the folder stay in an anonymous namespace (one
 //     .cpp) or in namespace flashlab::cpu::FLASHLAB_FOLDER (several .cpp that call each other).
 //
-// The CUDA side does the same with FLASHLAB_CUDA_VERSION (src/cuda/device_api.h).
+// A folder that registers a second id (a deterministic variant of its rung, say) declares it with
+// FLASHLAB_VARIANT(deterministic, {...}): the entry
+// flashlab::folders::FLASHLAB_FOLDER__deterministic, listed right after the folder's own. The build
+// finds both by scanning the folder's files for lines that start with FLASHLAB_VERSION( and
+// FLASHLAB_VARIANT(.
+//
+// The CUDA side does the same with FLASHLAB_CUDA_VERSION and FLASHLAB_CUDA_VARIANT
+// (src/cuda/device_api.h).
 #pragma once
 
 #include "registry.h"
@@ -23,3 +30,13 @@
   const ::flashlab::VersionEntry FLASHLAB_FOLDER = __VA_ARGS__; \
   }                                                             \
   static_assert(true, "FLASHLAB_VERSION(...) ends with a semicolon")
+
+#define FLASHLAB_JOIN_NAME_(folder, variant) folder##__##variant
+#define FLASHLAB_JOIN_NAME(folder, variant) FLASHLAB_JOIN_NAME_(folder, variant)
+
+#define FLASHLAB_VARIANT(variant, ...)                                                       \
+  namespace flashlab::folders {                                                              \
+  extern const ::flashlab::VersionEntry FLASHLAB_JOIN_NAME(FLASHLAB_FOLDER, variant);        \
+  const ::flashlab::VersionEntry FLASHLAB_JOIN_NAME(FLASHLAB_FOLDER, variant) = __VA_ARGS__; \
+  }                                                                                          \
+  static_assert(true, "FLASHLAB_VARIANT(...) ends with a semicolon")

@@ -49,5 +49,7 @@ void register_gradcheck(CLI::App& app, Action& action);
 void register_lab(CLI::App& app, Action& action);
 void register_bench(CLI::App& app, Action& action);
 void register_plot(CLI::App& app, Action& action);
+void register_verify(CLI::App& app, Action& action);  // cli/verify.cpp
+void register_new(CLI::App& app, Action& action);     // cli/new.cpp
 
 }  // namespace flashlab::cli

@@ -1,9 +1,9 @@
 // flashlab: FlashAttention-2 forward and backward, version by version, against an fp64 reference.
-#include "build_info.h"
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 
+#include "build_info.h"
 #include "cli/common.h"
 #include "util/error.h"
 
@@ -17,6 +17,8 @@ const char* kFooter = R"(Examples:
   flashlab lab all --lang zh
   flashlab bench --backend cuda -d 128 --dtype bf16 --json bench.json
   flashlab plot bench.json -o bench.svg
+  flashlab verify run.json --rerun
+  flashlab new myrung --from atomic-dq
 
 Exit status: 0 ok, 1 a check failed (e.g. a version over its error budget), 2 bad input,
 3 the work itself failed. `flashlab COMMAND --help` shows each command's options.)";
@@ -45,6 +47,8 @@ int main(int argc, char** argv) {
   cli::register_lab(app, action);
   cli::register_bench(app, action);
   cli::register_plot(app, action);
+  cli::register_verify(app, action);
+  cli::register_new(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -55,6 +59,8 @@ int main(int argc, char** argv) {
     return action ? action() : cli::kExitUsage;
   } catch (const UsageError& e) {
     return fail(cli::kExitUsage, e.what());
+  } catch (const NotImplemented& e) {
+    return fail(cli::kExitFailed, e.what());
   } catch (const std::exception& e) {
     return fail(cli::kExitError, e.what());
   }

@@ -54,3 +54,13 @@ struct Version {
   const ::flashlab::cuda::Version FLASHLAB_FOLDER = __VA_ARGS__; \
   }                                                              \
   static_assert(true, "FLASHLAB_CUDA_VERSION(...) ends with a semicolon")
+
+// The CUDA side of a second id the folder registers with FLASHLAB_VARIANT(variant, ...).
+#define FLASHLAB_CUDA_NAME_(folder, variant) folder##__##variant
+#define FLASHLAB_CUDA_NAME(folder, variant) FLASHLAB_CUDA_NAME_(folder, variant)
+#define FLASHLAB_CUDA_VARIANT(variant, ...)                                                   \
+  namespace flashlab::cuda::folders {                                                         \
+  extern const ::flashlab::cuda::Version FLASHLAB_CUDA_NAME(FLASHLAB_FOLDER, variant);        \
+  const ::flashlab::cuda::Version FLASHLAB_CUDA_NAME(FLASHLAB_FOLDER, variant) = __VA_ARGS__; \
+  }                                                                                           \
+  static_assert(true, "FLASHLAB_CUDA_VARIANT(...) ends with a semicolon")

@@ -18,8 +18,15 @@ struct NotImplemented : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Throws NotImplemented naming `what` and where it stands (the path from kernels/ on).
-[[noreturn]] void not_implemented(const char* what, const char* file, int line);
+// Throws NotImplemented naming `what` and where it stands (the path from kernels/ on). Inline, so
+// the CUDA objects that call it need nothing from the core library.
+[[noreturn]] inline void not_implemented(const char* what, const char* file, int line) {
+  std::string path = file;
+  const size_t k = path.rfind("/kernels/");
+  if (k != std::string::npos) path = path.substr(k + 1);
+  throw NotImplemented(std::string("not implemented: ") + what + " (" + path + ":" +
+                       std::to_string(line) + ")");
+}
 
 }  // namespace flashlab
 
