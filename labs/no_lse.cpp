@@ -89,6 +89,14 @@ Report no_lse(const LabOptions& o) {
     r.figures[fmt::format("extra_io_N{}", w.N)] = {{"value", w.extra_io()}, {"unit", "elements"}};
   }
   r.tables.push_back(std::move(t));
+  if (mine)
+    r.observations.push_back(
+        zh(o) ? fmt::format(
+                    "不存 LSE 的一列由 {} 的反向计数（dry run），存 LSE 的一列由 atomic-dq 计数。",
+                    mine->id)
+              : fmt::format("The columns without LSE are counted with {}'s backward (dry run), "
+                            "those with LSE with atomic-dq's.",
+                            mine->id));
 
   const Row& big = rows.back();
   const double n2d = double(big.N) * big.N * kD;

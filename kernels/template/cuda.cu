@@ -16,7 +16,7 @@ namespace {
 
 // Empty when the problem is supported, else one sentence saying why not (checked before any
 // allocation; `flashlab run --backend cuda` turns it into an error with exit status 2).
-std::string check(const Problem& p) {
+std::string problem_check(const Problem& p) {
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) return "this version stores fp16 or bf16";
   if (p.shape.d != 64 && p.shape.d != 128) return "this version is built for head dims 64 and 128";
   return {};
@@ -36,4 +36,4 @@ void backward(const DeviceTensors& t) {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = check, .workspace_bytes = workspace, .backward = backward});
+FLASHLAB_CUDA_VERSION({.check = problem_check, .workspace_bytes = workspace, .backward = backward});

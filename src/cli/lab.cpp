@@ -39,7 +39,9 @@ Report list_labs(const std::string& lang) {
     t.rows.push_back({l.name, lang == "zh" ? l.title_zh : l.title_en});
   r.tables.push_back(t);
   r.observations.push_back(
-      "Run one with `flashlab lab NAME`, or all of them with `flashlab lab all`.");
+      lang == "zh" ? "用 `flashlab lab NAME` 运行其中一个，`flashlab lab all` 全部运行。"
+                   : "Run one with `flashlab lab NAME`, or all of them with "
+                     "`flashlab lab all`.");
   return r;
 }
 

@@ -58,6 +58,19 @@ RunConfig make_config(const RunArgs& a) {
   c.repeats = a.repeats;
   c.warmup = a.warmup;
   c.dump_dir = a.dump;
+  // "all" on the GPU leaves out what cannot run on it (an sm_90a rung on an sm_80 GPU), and says
+  // so; a version asked for by name is an error instead (validate_run).
+  if (a.versions == "all" && c.backend == Backend::cuda) {
+    std::vector<const VersionInfo*> kept;
+    for (const VersionInfo* v : c.versions) {
+      const std::string why = cuda_unavailable(*v);
+      if (why.empty())
+        kept.push_back(v);
+      else
+        c.notes.push_back(fmt::format("{} is left out of --versions all: {}.", v->id, why));
+    }
+    c.versions = kept;
+  }
   validate_run(c);
   check_output_options(a.out);
   if (!c.dump_dir.empty()) check_dump_target(c);

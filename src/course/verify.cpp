@@ -303,15 +303,15 @@ Report verify_report(const VerifyOptions& o, Progress& progress) {
     throw UsageError("'" + o.report +
                      "' records no sources (it ran no version, or a flashlab older than source "
                      "hashes wrote it): nothing to verify");
+  const std::string command = doc["command"].get<std::string>();
+  const bool gradcheck = command == "gradcheck" || command == "lab gradcheck";
+  if (o.rerun && command != "run" && !gradcheck)
+    throw UsageError("--rerun repeats run and gradcheck reports; this one is '" + command + "'");
   const fs::path root(o.root);
   std::error_code ec;
   if (!fs::is_directory(root / "kernels", ec))
     throw UsageError("no flashlab tree at '" + o.root +
                      "' (no kernels/ folder): run verify in the repository root or pass --root");
-  const std::string command = doc["command"].get<std::string>();
-  const bool gradcheck = command == "gradcheck" || command == "lab gradcheck";
-  if (o.rerun && command != "run" && !gradcheck)
-    throw UsageError("--rerun repeats run and gradcheck reports; this one is '" + command + "'");
 
   SourceCheck sc;
   const json& sources = doc["sources"];

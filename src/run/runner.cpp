@@ -338,6 +338,7 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
       "straightforward {} computation took {:.2f} s.",
       r.reference_s, to_string(p.dtype), r.budget_s));
 
+  for (const std::string& n : c.notes) rep.observations.push_back(n);
   rep.figures["reference_time"] = {{"value", r.reference_s}, {"unit", "s"}};
   rep.figures["budget_time"] = {{"value", r.budget_s}, {"unit", "s"}};
   rep.figures["fwd_flops"] = {{"value", fwd_flops(p)}, {"unit", "FLOP"}};

@@ -142,4 +142,24 @@ inline std::vector<Case> case_matrix(std::initializer_list<MatrixShape> shapes) 
   return cases;
 }
 
+// One untimed run: no warm-up, no repeats, no L2 flush, no bitwise repeats.
+inline cuda::RunOptions once() {
+  cuda::RunOptions o;
+  o.warmup = 0;
+  o.repeats = 0;
+  o.flush_l2 = false;
+  o.bitwise_repeats = 0;
+  return o;
+}
+
+// The forward a backward kernel is given: the fp64 reference's, O rounded to the dtype as a
+// kernel would store it, LSE kept as fp64 here (the runner uploads it as fp32).
+inline Forward reference_forward_for(const Problem& p, const Forward& ref) {
+  Forward f;
+  f.O = ref.O;
+  round_all(p.dtype, f.O);
+  f.LSE = ref.LSE;
+  return f;
+}
+
 }  // namespace flashlab::gpu_test
