@@ -155,4 +155,17 @@ TEST(CliJson, DumpWritesNpyInputsAndOutputs) {
   for (size_t i = 0; i < dq.values.size(); ++i) EXPECT_NEAR(dq.values[i], ref.values[i], 0.05);
 }
 
+// Leading zeros are decimal (CLI11 alone would read 0100 as octal 64 and refuse 08).
+TEST(CliJson, LeadingZerosAreDecimal) {
+  ScratchDir dir;
+  const CliResult r = run_cli(
+      "run -B 01 -H 1 -N 0100 -d 08 --seed 010 --repeats 1 --warmup 0 --versions tiled --json '" +
+      (dir / "r.json") + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json config = load(dir / "r.json")["config"];
+  EXPECT_EQ(config["Nq"], 100);
+  EXPECT_EQ(config["d"], 8);
+  EXPECT_EQ(config["seed"], 10);
+}
+
 }  // namespace flashlab

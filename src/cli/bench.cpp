@@ -18,10 +18,11 @@ struct BenchArgs {
   std::vector<std::string> dtypes;
   std::string causal = "both";
   std::string versions = "all";
-  int repeats = -1, warmup = -1;
+  int repeats = 0, warmup = 0;
   int threads = 0;
   uint64_t seed = 0;
   OutputOptions out;
+  CLI::Option *repeats_given = nullptr, *warmup_given = nullptr;
 };
 
 BenchConfig make_config(const BenchArgs& a) {
@@ -45,8 +46,8 @@ BenchConfig make_config(const BenchArgs& a) {
   else
     throw UsageError("unknown --causal '" + a.causal + "' (known: both, yes, no)");
   const bool cpu = b.backend == Backend::cpu;
-  b.repeats = a.repeats >= 0 ? a.repeats : cpu ? 3 : 10;
-  b.warmup = a.warmup >= 0 ? a.warmup : cpu ? 1 : 3;
+  b.repeats = a.repeats_given->count() ? a.repeats : cpu ? 3 : 10;
+  b.warmup = a.warmup_given->count() ? a.warmup : cpu ? 1 : 3;
   b.seed = a.seed;
   b.cpu.threads = a.threads;
   if (a.threads < 0 || a.threads > kMaxThreads)
@@ -74,8 +75,9 @@ void register_bench(CLI::App& app, Action& action) {
   sub->add_option("--dtype", a.dtypes, "dtypes (default fp16,bf16; cpu: fp32)")->delimiter(',');
   sub->add_option("--causal", a.causal, "both, yes or no")->capture_default_str();
   sub->add_option("--versions", a.versions, version_ids_help())->capture_default_str();
-  sub->add_option("--repeats", a.repeats, "timed runs per point (default 10; cpu: 3)");
-  sub->add_option("--warmup", a.warmup, "untimed runs first (default 3; cpu: 1)");
+  a.repeats_given =
+      sub->add_option("--repeats", a.repeats, "timed runs per point (default 10; cpu: 3)");
+  a.warmup_given = sub->add_option("--warmup", a.warmup, "untimed runs first (default 3; cpu: 1)");
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   add_output_options(sub, a.out);

@@ -16,6 +16,10 @@ namespace flashlab::cli {
 // What a parsed subcommand does; returns the exit status.
 using Action = std::function<int()>;
 
+// The whole command line: every subcommand registered on `app`; `action` is set by the one parsed.
+// Integer options read decimal digits only, and no option takes an empty value.
+void build_app(CLI::App& app, Action& action);
+
 struct OutputOptions {
   std::string json;  // file, "-" for stdout, empty for none
   std::string format = "table";

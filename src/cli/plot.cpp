@@ -26,7 +26,7 @@ json read_report(const std::string& path) {
   ss << in.rdbuf();
   json doc = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) throw UsageError("'" + path + "' is not valid JSON");
-  if (!doc.is_object() || doc.value("schema", "") != kReportSchema)
+  if (!doc.is_object() || !doc.contains("schema") || doc["schema"] != kReportSchema)
     throw UsageError("'" + path + "' is not a " + std::string(kReportSchema) + " report");
   return doc;
 }
@@ -64,7 +64,7 @@ void register_plot(CLI::App& app, Action& action) {
             {"command", "of command", "", ""},
             {"output", "svg", "", ""},
             {"bytes", "size", "B", "bytes"}},
-           {{a.input, doc.value("command", ""), a.output, static_cast<int64_t>(svg.size())}}});
+           {{a.input, doc["command"], a.output, static_cast<int64_t>(svg.size())}}});
       return emit(r, a.out);
     };
   });
