@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "report/report.h"
 
@@ -21,6 +23,9 @@ struct LabInfo {
   const char* title_en;
   const char* title_zh;
   Report (*run)(const LabOptions&);
+  // Ids of the tables it can produce (some only on a GPU): `--table` is checked against them
+  // before the lab runs, and a test checks that the lab produces no other.
+  std::vector<std::string_view> tables;
 };
 
 // All labs in the order `flashlab lab all` runs them.
