@@ -25,6 +25,16 @@ void atomic_dq_backward(const Problem&, const Inputs&, const Forward&, const Cpu
 void deterministic_dq_backward(const Problem&, const Inputs&, const Forward&, const CpuOptions&,
                                Gradients&, Counters&);
 
+// Host bytes each twin allocates while it runs, besides its outputs (naive's stored P is an
+// output): every buffer of its own, at the size of the type it computes in (double for fp64
+// problems, float otherwise), each thread's tiles included. The memory check before a run adds them
+// up.
+int64_t naive_scratch_bytes(const Problem&, const CpuOptions&);
+int64_t tiled_scratch_bytes(const Problem&, const CpuOptions&);
+int64_t recompute_scratch_bytes(const Problem&, const CpuOptions&);
+int64_t atomic_dq_scratch_bytes(const Problem&, const CpuOptions&);
+int64_t deterministic_dq_scratch_bytes(const Problem&, const CpuOptions&);
+
 // Exercise 3 of the chapter: the atomic-dq backward without a stored LSE. Before the main pass it
 // re-runs the online softmax over all K blocks for every Q block to rebuild m and l, and counts
 // what that costs. Used by the no-lse lab.

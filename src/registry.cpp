@@ -44,26 +44,28 @@ const std::array<VersionInfo, 5> kVersions = {{
     {"naive", "01_naive", Pass::both,
      "S and P materialised in memory (N x N per head); the textbook backward from stored P", false,
      "2*B*H*Nq*Nk*4 (S, P fp32) + B*H*Nq*4 (D)", naive_workspace, cpu::naive_forward,
-     cpu::naive_backward, CUDA_ENTRY(naive)},
+     cpu::naive_backward, CUDA_ENTRY(naive), cpu::naive_scratch_bytes},
     {"tiled", "02_tiled", Pass::fwd,
      "FA2 forward: outer loop over Q blocks, online softmax, writes O and LSE only", true, "0",
-     no_workspace, cpu::tiled_forward, nullptr, CUDA_ENTRY(tiled)},
+     no_workspace, cpu::tiled_forward, nullptr, CUDA_ENTRY(tiled), cpu::tiled_scratch_bytes},
     {"recompute", "03_recompute", Pass::bwd,
      "no N x N storage: D = rowsum(O*dO) first, S and P recomputed from LSE; dK,dV by an outer-K "
      "pass and dQ by a separate outer-Q pass (no atomics, 7 matmuls)",
      true, "2*B*H*Nq*4 (D, LSE*log2e)", recompute_workspace, nullptr, cpu::recompute_backward,
-     CUDA_ENTRY(recompute)},
+     CUDA_ENTRY(recompute), cpu::recompute_scratch_bytes},
     {"atomic-dq", "04_atomic_dq", Pass::bwd,
      "FA2's single outer-K pass (5 matmuls): dQ partials atomically added into an fp32 buffer, "
      "then a convert pass scales and casts",
-     false, "2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator)", atomic_dq_workspace, nullptr,
-     cpu::atomic_dq_backward, CUDA_ENTRY(atomic_dq)},
+     false, "2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator)", atomic_dq_workspace,
+     nullptr, cpu::atomic_dq_backward, CUDA_ENTRY(atomic_dq), cpu::atomic_dq_scratch_bytes},
     {"deterministic-dq", "05_deterministic_dq", Pass::bwd,
      "like atomic-dq, but each K-block worker adds into its own dQ split; the convert pass sums "
      "splits in a fixed order, so dQ is bitwise reproducible",
-     true, "2*B*H*Nq*4 (D, LSE*log2e) + S*B*H*Nq*d*4 (fp32 dQ splits; S = ceil(Nk/Bc) on the CPU, "
-     "CUDA bounds S to a few per head that fill the GPU)", deterministic_dq_workspace,
-     nullptr, cpu::deterministic_dq_backward, CUDA_ENTRY(deterministic_dq)},
+     true,
+     "2*B*H*Nq*4 (D, LSE*log2e) + S*B*H*Nq*d*4 (fp32 dQ splits; S = ceil(Nk/Bc) on the CPU, "
+     "CUDA bounds S to a few per head that fill the GPU)",
+     deterministic_dq_workspace, nullptr, cpu::deterministic_dq_backward,
+     CUDA_ENTRY(deterministic_dq), cpu::deterministic_dq_scratch_bytes},
 }};
 
 }  // namespace

@@ -30,6 +30,9 @@ struct VersionInfo {
   CpuForwardFn cpu_forward;    // null when the version has no forward
   CpuBackwardFn cpu_backward;  // null when the version has no backward
   const cuda::Version* cuda;   // null when CUDA was not built
+  // Host bytes the CPU twin allocates while it runs, besides its outputs, at the size of the type
+  // it computes in (the memory check counts them; kernels/cpu_versions.h).
+  int64_t (*cpu_scratch_bytes)(const Problem&, const CpuOptions&);
 };
 
 std::span<const VersionInfo> versions();

@@ -76,6 +76,11 @@ void recompute(const Problem& p, const Inputs& in, const Forward& fwd, const Cpu
 
 }  // namespace
 
+// D and the outer-K pass's tiles (the outer-Q pass, which runs after it, keeps fewer).
+int64_t recompute_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return outer_k_scratch_bytes(p, o);
+}
+
 void recompute_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
                         Gradients& g, Counters& cnt) {
   check_problem(p, o, "recompute_backward");

@@ -59,6 +59,11 @@ void atomic_dq(const Problem& p, const Inputs& in, const Forward& fwd, const Cpu
 
 }  // namespace
 
+// D, the outer-K pass's tiles and the dQ accumulator.
+int64_t atomic_dq_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems();
+}
+
 void atomic_dq_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
                         Gradients& g, Counters& cnt) {
   check_problem(p, o, "atomic_dq_backward");
