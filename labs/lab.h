@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "registry.h"
@@ -27,6 +28,9 @@ struct LabInfo {
   const char* title_en;
   const char* title_zh;
   Report (*run)(const LabOptions&);
+  // Ids of the tables it can produce (some only on a GPU): `--table` is checked against them
+  // before the lab runs, and a test checks that the lab produces no other.
+  std::vector<std::string_view> tables;
   const char* versions_help;  // what --versions chooses in this lab; null: it takes none
 };
 

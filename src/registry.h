@@ -38,6 +38,9 @@ struct VersionEntry {
   int64_t (*workspace_bytes)(const Problem&, const CpuOptions&);
   CpuForwardFn cpu_forward;    // null when the version has no forward
   CpuBackwardFn cpu_backward;  // null when the version has no backward
+  // Host bytes the CPU twin allocates while it runs, besides its outputs, at the size of the type
+  // it computes in, each thread's tiles included (the memory check counts them; run/host_memory.h).
+  int64_t (*cpu_scratch_bytes)(const Problem&, const CpuOptions&);
 };
 
 // One source file of a version folder and the SHA-256 of its bytes when this binary was built.

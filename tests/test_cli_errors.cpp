@@ -62,7 +62,7 @@ TEST(CliErrors, RunRejectsBadInputBeforeComputing) {
       {"json dir missing", "run -N 64 --json /nonexistent-dir/r.json", "does not exist"},
       {"json unwritable", "run -N 64 --json /proc/flashlab-r.json", "cannot write"},
       {"json is a directory", "run -N 64 --json /", "is a directory"},
-      {"dump unwritable", "run -N 64 --dump /proc/flashlab-dump --json %J", "cannot write into"},
+      {"dump unwritable", "run -N 64 --dump /proc/flashlab-dump --json %J", "cannot write --dump"},
       {"dump is a file", "run -N 64 --dump /proc/version --json %J", "not a directory"},
       {"unknown option", "run --frobnicate", "frobnicate"},
       {"no command", "", "subcommand"},
@@ -78,6 +78,11 @@ TEST(CliErrors, RunRejectsBadInputBeforeComputing) {
       {"json empty", "run -N 8 --json ''", "--json: an empty value is not allowed"},
       {"dump empty", "run -N 8 --dump '' --json %J", "--dump: an empty value is not allowed"},
       {"table empty", "run -N 8 --table '' --json %J", "--table: an empty value is not allowed"},
+      // Checked before any work: nothing is computed, nothing is written.
+      {"table unknown, with a dump", "run -N 8 -d 8 --table bogus --dump %D --json %J",
+       "no table 'bogus' in this report (tables: errors, timing, budget)"},
+      {"json and dump on one path", "run -N 8 -d 8 --json %D --dump %D", "are the same output"},
+      {"json to stdout twice", "run -N 8 -d 8 --json - --json /dev/stdout", "--json"},
   };
   for (const BadInput& b : cases) expect_one_error(b);
 }
@@ -115,6 +120,9 @@ TEST(CliErrors, OtherCommands) {
       {"bench N in hex", "bench --backend cpu --N 32,0x20 --json %J", "is not a decimal integer"},
       {"bench N empty", "bench --backend cpu --N '' --json %J", "--N: '' is not a decimal integer"},
       {"gradcheck seed negative", "gradcheck --seed -3 --json %J", "must not be negative"},
+      {"lab table of another lab", "lab memory --table cost --json %J",
+       "no table 'cost' in this report (tables: kept, workspace, naive_peak)"},
+      {"lab all table unprefixed", "lab all --table cost --json %J", "no table 'cost'"},
   };
   for (const BadInput& b : cases) expect_one_error(b);
 }

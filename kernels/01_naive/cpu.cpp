@@ -164,6 +164,16 @@ void backward_head(const Problem& p, const Inputs& in, const Forward& fwd, const
   }
 }
 
+// One head at a time: the forward's Q, K^T, V and S, or the backward's P, dS, Q, dO, K, V^T; and
+// each thread's accumulator of one block.
+int64_t naive_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  const Shape& s = p.shape;
+  const int64_t nn = s.Nq * s.Nk, qd = s.Nq * s.d, kd = s.Nk * s.d;
+  const int64_t fwd = qd + 2 * kd + nn, bwd = 2 * nn + 2 * qd + 2 * kd;
+  const int64_t block = std::max(std::min<int64_t>(o.Br, s.Nq), std::min<int64_t>(o.Bc, s.Nk));
+  return compute_bytes(p.dtype) * (std::max(fwd, bwd) + thread_count(o, p) * block * s.d);
+}
+
 void naive_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
                    Counters& cnt) {
   check_problem(p, o, "naive_forward");
@@ -226,4 +236,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::naive_workspace,
     .cpu_forward = cpu::naive_forward,
     .cpu_backward = cpu::naive_backward,
+    .cpu_scratch_bytes = cpu::naive_scratch_bytes,
 });

@@ -111,6 +111,13 @@ void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out
   cnt += total;
 }
 
+// Each thread's Tile.
+int64_t tiled_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  const int64_t Br = o.Br, Bc = o.Bc, d = p.shape.d;
+  const int64_t tile = 2 * Br * d + 2 * Bc * d + Br * Bc + 2 * Br;  // Q, O; K^T, V; S; m, l
+  return compute_bytes(p.dtype) * thread_count(o, p) * tile;
+}
+
 void tiled_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
                    Counters& cnt) {
   check_problem(p, o, "tiled_forward");
@@ -135,4 +142,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::no_workspace,
     .cpu_forward = cpu::tiled_forward,
     .cpu_backward = nullptr,
+    .cpu_scratch_bytes = cpu::tiled_scratch_bytes,
 });

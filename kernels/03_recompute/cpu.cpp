@@ -74,6 +74,11 @@ void recompute(const Problem& p, const Inputs& in, const Forward& fwd, const Cpu
   outer_q_dq_pass(p, in, fwd.LSE, D, o, g, cnt);
 }
 
+// D and the outer-K pass's tiles (the outer-Q pass, which runs after it, keeps fewer).
+int64_t recompute_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return outer_k_scratch_bytes(p, o);
+}
+
 void recompute_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
                         Gradients& g, Counters& cnt) {
   check_problem(p, o, "recompute_backward");
@@ -100,4 +105,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::recompute_workspace,
     .cpu_forward = nullptr,
     .cpu_backward = cpu::recompute_backward,
+    .cpu_scratch_bytes = cpu::recompute_scratch_bytes,
 });

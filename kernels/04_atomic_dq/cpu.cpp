@@ -57,6 +57,11 @@ void atomic_dq(const Problem& p, const Inputs& in, const Forward& fwd, const Cpu
     g.dQ[e] = round_to(p.dtype, static_cast<double>(scale * accum[e]));
 }
 
+// D, the outer-K pass's tiles and the dQ accumulator.
+int64_t atomic_dq_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems();
+}
+
 void atomic_dq_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
                         Gradients& g, Counters& cnt) {
   check_problem(p, o, "atomic_dq_backward");
@@ -83,4 +88,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::atomic_dq_workspace,
     .cpu_forward = nullptr,
     .cpu_backward = cpu::atomic_dq_backward,
+    .cpu_scratch_bytes = cpu::atomic_dq_scratch_bytes,
 });

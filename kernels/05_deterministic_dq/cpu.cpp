@@ -67,6 +67,12 @@ void deterministic_dq(const Problem& p, const Inputs& in, const Forward& fwd, co
   cnt += total;
 }
 
+// D, the outer-K pass's tiles (the convert pass's sums are fewer) and one dQ split per K block.
+int64_t deterministic_dq_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  const int64_t splits = Blocks{p.shape.Nk, o.Bc}.count();
+  return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * splits * p.shape.q_elems();
+}
+
 void deterministic_dq_backward(const Problem& p, const Inputs& in, const Forward& fwd,
                                const CpuOptions& o, Gradients& g, Counters& cnt) {
   check_problem(p, o, "deterministic_dq_backward");
@@ -98,4 +104,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::deterministic_dq_workspace,
     .cpu_forward = nullptr,
     .cpu_backward = cpu::deterministic_dq_backward,
+    .cpu_scratch_bytes = cpu::deterministic_dq_scratch_bytes,
 });

@@ -32,6 +32,12 @@ int64_t workspace_bytes(const Problem& p, const CpuOptions&) {
   return p.shape.lse_elems() * 4;  // D = rowsum(O * dO), fp32
 }
 
+// Host bytes the twin allocates besides its outputs, at the size of its compute type, each
+// thread's tiles included: the memory check before a run adds them up (run/host_memory.h).
+int64_t scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return outer_k_scratch_bytes(p, o);  // say what yours allocates
+}
+
 }  // namespace
 
 }  // namespace flashlab::cpu
@@ -45,4 +51,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::workspace_bytes,
     .cpu_forward = nullptr,
     .cpu_backward = cpu::backward,
+    .cpu_scratch_bytes = cpu::scratch_bytes,
 });

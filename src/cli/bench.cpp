@@ -25,6 +25,8 @@ struct BenchArgs {
   CLI::Option *repeats_given = nullptr, *warmup_given = nullptr;
 };
 
+const std::vector<std::string> kTables = {"bench"};
+
 BenchConfig make_config(const BenchArgs& a) {
   BenchConfig b;
   b.backend = resolve_backend(a.backend);
@@ -54,7 +56,6 @@ BenchConfig make_config(const BenchArgs& a) {
     throw UsageError(fmt::format("--threads must be in 0..{} (got {})", kMaxThreads, a.threads));
   fill_bench_defaults(b);
   validate_bench(b);
-  check_output_options(a.out);
   return b;
 }
 
@@ -80,7 +81,7 @@ void register_bench(CLI::App& app, Action& action) {
   a.warmup_given = sub->add_option("--warmup", a.warmup, "untimed runs first (default 3; cpu: 1)");
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
-  add_output_options(sub, a.out);
+  add_output_options(sub, a.out, kTables);
   sub->footer(R"(Examples:
   flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg
   flashlab bench --backend cuda -d 128 --dtype bf16 --causal no --versions tiled,deterministic-dq
@@ -91,10 +92,11 @@ smallest N (at most 1024); a version that fails there has ok = no on all its row
   sub->callback([&action] {
     action = [] {
       const BenchConfig b = make_config(a);
+      const Outputs out = check_outputs(a.out, kTables);
       Progress progress;
       const Report r = run_bench(b, progress);
       progress.clear();
-      return emit(r, a.out);
+      return emit(r, out);
     };
   });
 }

@@ -20,7 +20,10 @@ void register_gradcheck(CLI::App& app, Action& action) {
   sub->add_option("--lang", opt.lang, "language of headings and observations: en or zh")
       ->capture_default_str();
   sub->add_option("--seed", opt.seed, "seed of the inputs")->capture_default_str();
-  add_output_options(sub, out);
+  const LabInfo* lab = find_lab("gradcheck");
+  if (!lab) throw std::logic_error("the gradcheck lab is not part of this build");
+  static const std::vector<std::string> tables(lab->tables.begin(), lab->tables.end());
+  add_output_options(sub, out, tables);
   sub->footer(R"(Examples:
   flashlab gradcheck
   flashlab gradcheck --lang zh
@@ -30,14 +33,12 @@ void register_gradcheck(CLI::App& app, Action& action) {
     action = [] {
       if (opt.lang != "en" && opt.lang != "zh")
         throw UsageError("unknown --lang '" + opt.lang + "' (known: en, zh)");
-      check_output_options(out);
-      const LabInfo* lab = find_lab("gradcheck");
-      if (!lab) throw std::runtime_error("the gradcheck lab is not part of this build");
+      const Outputs o = check_outputs(out, tables);
       opt.backend = "cpu";
       if (!chosen.empty()) opt.versions = parse_versions(chosen);
-      Report r = lab->run(opt);
+      Report r = find_lab("gradcheck")->run(opt);
       r.command = "gradcheck";
-      return emit(r, out);
+      return emit(r, o);
     };
   });
 }

@@ -30,10 +30,29 @@ std::string known_labs() {
   return s;
 }
 
+// The tables `lab NAME` can produce; `lab all` prefixes each with its lab's name.
+std::vector<std::string> lab_tables(const std::string& name) {
+  if (name == "list") return {"labs"};
+  std::vector<std::string> ids;
+  for (const LabInfo& l : labs())
+    if (name == "all" || name == l.name)
+      for (std::string_view id : l.tables)
+        ids.push_back((name == "all" ? std::string(l.name) + "." : std::string()) +
+                      std::string(id));
+  return ids;
+}
+
+std::vector<std::string> every_lab_table() {
+  std::vector<std::string> ids = lab_tables("list");
+  for (const LabInfo& l : labs())
+    for (const std::string& id : lab_tables(l.name)) ids.push_back(id);
+  for (const std::string& id : lab_tables("all")) ids.push_back(id + " (lab all)");
+  return ids;
+}
+
 Report list_labs(const std::string& lang) {
   Report r;
   r.command = "lab list";
-  r.config = {{"lang", lang}};
   Table t{"labs", "Labs", {{"name", "name", "", ""}, {"title", "title", "", ""}}, {}};
   for (const LabInfo& l : labs())
     t.rows.push_back({l.name, lang == "zh" ? l.title_zh : l.title_en});
@@ -74,7 +93,8 @@ std::string labs_with_versions() {
 void register_lab(CLI::App& app, Action& action) {
   static LabArgs a;
   auto* sub = app.add_subcommand("lab", "the chapter labs: list, one by NAME, or all");
-  sub->add_option("name", a.name, "list, all, or a lab's name")->capture_default_str();
+  sub->add_option("name", a.name, "list, all, or a lab's name: " + known_labs())
+      ->capture_default_str();
   sub->add_option("--lang", a.lang, "language of headings and observations: en or zh")
       ->capture_default_str();
   sub->add_option("--backend", a.backend, "cpu, cuda, or auto (cuda when a device is present)")
@@ -83,7 +103,7 @@ void register_lab(CLI::App& app, Action& action) {
   sub->add_option("--versions", a.versions,
                   "gradcheck, bwd-ratio, no-lse: the version(s) to run instead of the lab's own "
                   "choice, e.g. an exercise once solved");
-  add_output_options(sub, a.out);
+  add_output_options(sub, a.out, every_lab_table());
   sub->footer(R"(Examples:
   flashlab lab list
   flashlab lab memory
@@ -95,16 +115,23 @@ void register_lab(CLI::App& app, Action& action) {
       if (a.lang != "en" && a.lang != "zh")
         throw UsageError("unknown --lang '" + a.lang + "' (known: en, zh)");
       const Backend backend = resolve_backend(a.backend);
-      check_output_options(a.out);
-      if (a.name == "list") return emit(list_labs(a.lang), a.out);
+      const LabInfo* lab = find_lab(a.name);
+      if (!lab && a.name != "all" && a.name != "list")
+        throw UsageError("unknown lab '" + a.name + "' (known: " + known_labs() + ", all, list)");
+      const Outputs out = check_outputs(a.out, lab_tables(a.name));
       LabOptions opt;
       opt.lang = a.lang;
       opt.backend = to_string(backend);
       opt.seed = a.seed;
-      if (a.name != "all") {
-        const LabInfo* lab = find_lab(a.name);
-        if (!lab)
-          throw UsageError("unknown lab '" + a.name + "' (known: " + known_labs() + ", all, list)");
+      const json asked = {{"lang", a.lang}, {"backend", opt.backend}, {"seed", a.seed}};
+      if (a.name == "list") {
+        if (!a.versions.empty())
+          throw UsageError("--versions goes with one lab (" + labs_with_versions() + ")");
+        Report r = list_labs(a.lang);
+        r.config = asked;
+        return emit(r, out);
+      }
+      if (lab) {
         if (!a.versions.empty()) {
           if (!lab->versions_help)
             throw UsageError("lab " + a.name +
@@ -113,25 +140,28 @@ void register_lab(CLI::App& app, Action& action) {
         }
         Report r = lab->run(opt);
         r.command = "lab " + a.name;
-        return emit(r, a.out);
+        for (const auto& [key, value] : asked.items())
+          if (!r.config.contains(key)) r.config[key] = value;
+        return emit(r, out);
       }
       if (!a.versions.empty())
         throw UsageError("--versions goes with one lab (" + labs_with_versions() + "), not all");
       Report all;
       all.command = "lab all";
-      all.config = {
-          {"lang", a.lang}, {"backend", opt.backend}, {"seed", a.seed}, {"labs", json::object()}};
-      std::vector<std::pair<std::string, Report>> sections;
+      all.config = asked;
+      all.config["labs"] = json::object();
+      std::vector<Section> sections;
       Progress progress;
       for (const LabInfo& l : labs()) {
         progress.step(fmt::format("lab {}", l.name));
         Report r = l.run(opt);
         merge_into(all, l.name, r);
-        sections.emplace_back(
-            fmt::format("{}: {}", l.name, a.lang == "zh" ? l.title_zh : l.title_en), std::move(r));
+        sections.push_back({l.name,
+                            fmt::format("{}: {}", l.name, a.lang == "zh" ? l.title_zh : l.title_en),
+                            std::move(r)});
       }
       progress.clear();
-      return emit_sections(sections, all, a.out);
+      return emit_sections(sections, all, out);
     };
   });
 }

@@ -77,17 +77,15 @@ Report list_report() {
 void register_list(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand("list", "the versions of the ladder and the backends built");
   static OutputOptions out;
-  add_output_options(sub, out);
+  static const std::vector<std::string> tables = {"versions", "exercises", "cuda", "backends"};
+  add_output_options(sub, out, tables);
   sub->footer(R"(Examples:
   flashlab list
   flashlab list --format markdown --table versions
+  flashlab list --table cuda          # which CUDA sides this build has, and which run here
   flashlab list --json -)");
-  sub->callback([&action] {
-    action = [] {
-      check_output_options(out);
-      return emit(list_report(), out);
-    };
-  });
+  sub->callback(
+      [&action] { action = [] { return emit(list_report(), check_outputs(out, tables)); }; });
 }
 
 }  // namespace flashlab::cli

@@ -1,7 +1,6 @@
 // flashlab run: versions side by side against the fp64 reference (see src/run/runner.h).
 #include <fmt/format.h>
 
-
 #include "cli/common.h"
 #include "run/dump.h"
 #include "run/runner.h"
@@ -12,6 +11,8 @@
 namespace flashlab::cli {
 
 namespace {
+
+const std::vector<std::string> kTables = {"errors", "timing", "budget"};
 
 struct RunArgs {
   std::string versions = "all";
@@ -72,9 +73,6 @@ RunConfig make_config(const RunArgs& a) {
     c.versions = kept;
   }
   validate_run(c);
-  check_output_options(a.out);
-  if (!c.dump_dir.empty()) check_dump_target(c);
-  check_memory(c);
   return c;
 }
 
@@ -104,7 +102,7 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--repeats", a.repeats, "timed runs per version")->capture_default_str();
   sub->add_option("--warmup", a.warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--dump", a.dump, "write inputs and outputs as .npy into DIR")->type_name("DIR");
-  add_output_options(sub, a.out);
+  add_output_options(sub, a.out, kTables);
   sub->footer(R"(Examples:
   flashlab run                                   # all versions, B=1 H=2 N=1024 d=64 fp32 on cpu
   flashlab run --versions tiled,recompute -N 2048 -d 128 --causal
@@ -118,15 +116,19 @@ status 1 and its time is flagged.)");
   sub->callback([&action] {
     action = [] {
       const RunConfig c = make_config(a);
+      const OutputTarget dump = c.dump_dir.empty() ? OutputTarget{} : check_dump_target(c);
+      const Outputs out = check_outputs(a.out, kTables, {dump});
+      check_memory(c);
       Progress progress;
       const RunOutcome r = run_versions(c, progress);
       const Report rep = run_report(c, r);
+      OutputSet files;
       if (!c.dump_dir.empty()) {
         progress.step("run: writing " + c.dump_dir);
-        write_dump(c, r);
+        stage_dump(c, r, dump, files);
       }
       progress.clear();
-      return emit(rep, a.out);
+      return emit(rep, out, files);
     };
   });
 }

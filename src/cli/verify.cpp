@@ -10,6 +10,7 @@ namespace flashlab::cli {
 void register_verify(CLI::App& app, Action& action) {
   static VerifyOptions o;
   static OutputOptions out;
+  static const std::vector<std::string> tables = {"sources", "rerun"};
   auto* sub = app.add_subcommand(
       "verify", "check a report against this tree: schema, source hashes, and (--rerun) errors");
   sub->add_option("report", o.report, "a report written with --json")->required();
@@ -17,7 +18,7 @@ void register_verify(CLI::App& app, Action& action) {
                 "run the report's configuration again here and compare its errors (run and "
                 "gradcheck reports)");
   sub->add_option("--root", o.root, "the tree whose sources are hashed")->capture_default_str();
-  add_output_options(sub, out);
+  add_output_options(sub, out, tables);
   sub->footer(R"(Examples:
   flashlab run --versions ex1-ds --dtype fp64 -N 256 --json handin.json
   flashlab verify handin.json
@@ -27,11 +28,11 @@ Exit status: 0 everything matches, 1 a source or a rerun error differs, 2 bad in
 file, not JSON, not a flashlab.report/v1 report, no sources recorded).)");
   sub->callback([&action] {
     action = [] {
-      check_output_options(out);
+      const Outputs checked = check_outputs(out, tables, {}, {o.report});
       Progress progress;
       const Report r = verify_report(o, progress);
       progress.clear();
-      return emit(r, out);
+      return emit(r, checked);
     };
   });
 }

@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "cuda/runner.h"
 #include "reference/attention.h"
+#include "run/host_memory.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -343,6 +344,7 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   rep.figures["budget_time"] = {{"value", r.budget_s}, {"unit", "s"}};
   rep.figures["fwd_flops"] = {{"value", fwd_flops(p)}, {"unit", "FLOP"}};
   rep.figures["bwd_flops"] = {{"value", bwd_flops(p)}, {"unit", "FLOP"}};
+  rep.figures["host_memory_estimate"] = {{"value", run_host_bytes(c)}, {"unit", "B"}};
   rep.ok = failing == 0;
   for (const VersionInfo* v : c.versions) rep.version_ids.push_back(v->id);
   if (any_bwd_only &&

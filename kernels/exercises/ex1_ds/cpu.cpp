@@ -137,6 +137,12 @@ int64_t no_workspace(const Problem&, const CpuOptions&) {
   return 0;
 }
 
+// What the row loop holds besides the outputs: P, dP, dS of one row and dK, dV of one head.
+int64_t scratch_bytes(const Problem& p, const CpuOptions&) {
+  const Shape& s = p.shape;
+  return compute_bytes(p.dtype) * (3 * s.Nk + 2 * s.Nk * s.d);
+}
+
 }  // namespace
 
 }  // namespace flashlab::cpu
@@ -151,4 +157,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::no_workspace,
     .cpu_forward = nullptr,
     .cpu_backward = cpu::backward,
+    .cpu_scratch_bytes = cpu::scratch_bytes,
 });

@@ -128,6 +128,11 @@ int64_t workspace_bytes(const Problem& p, const CpuOptions&) {
   return p.shape.lse_elems() * 4 + p.shape.q_elems() * 4;
 }
 
+// atomic-dq's: D, each thread's tiles of the outer-K pass, and the dQ accumulator.
+int64_t scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems();
+}
+
 }  // namespace
 
 }  // namespace flashlab::cpu
@@ -142,4 +147,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::workspace_bytes,
     .cpu_forward = nullptr,
     .cpu_backward = cpu::backward,
+    .cpu_scratch_bytes = cpu::scratch_bytes,
 });

@@ -104,6 +104,16 @@ int64_t workspace_bytes(const Problem& p, const CpuOptions&) {
   return 2 * p.shape.lse_elems() * 4 + p.shape.q_elems() * 4;
 }
 
+// The copy of O and the rebuilt LSE (doubles), each thread's tiles of the stats pass (Q_i, K_j^T,
+// S, m, l), and then atomic-dq's own buffers.
+int64_t scratch_bytes(const Problem& p, const CpuOptions& o) {
+  const Shape& s = p.shape;
+  const int64_t per_thread = o.Br * s.d + s.d * o.Bc + o.Br * o.Bc + 2 * o.Br;
+  return 8 * (s.q_elems() + s.lse_elems()) +
+         compute_bytes(p.dtype) * (thread_count(o, p) * per_thread + s.q_elems()) +
+         outer_k_scratch_bytes(p, o);
+}
+
 }  // namespace
 
 }  // namespace flashlab::cpu
@@ -118,4 +128,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::workspace_bytes,
     .cpu_forward = nullptr,
     .cpu_backward = cpu::backward,
+    .cpu_scratch_bytes = cpu::scratch_bytes,
 });
