@@ -1,7 +1,8 @@
 // Lab "bwd-ratio" — the chapter's exercise 2: time the backward against the forward and compare
 // with the 2.5x FLOP ratio (5 matmuls against 2) and the book's ~2.9x estimate (2.5 x 73/63, the
 // FA2 paper's best forward and backward utilisation on A100). On a GPU: the tiled forward and the
-// atomic-dq backward through the CUDA runner; otherwise the CPU twins at modest sizes.
+// atomic-dq backward through the CUDA runner; otherwise the CPU twins at modest sizes. With
+// --versions, another backward is timed instead (a student's ex2-fa2-bwd, for one).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,10 +10,10 @@
 
 #include "all_labs.h"
 #include "core/rng.h"
-#include "cpu_versions.h"
 #include "cuda/runner.h"
 #include "lab_util.h"
 #include "registry.h"
+#include "util/error.h"
 
 namespace flashlab::lab {
 
@@ -27,13 +28,13 @@ struct Measured {
   double flop_ratio;    // from the CPU twins' counters
 };
 
-// Matmul FLOPs of the tiled forward and atomic-dq backward, from their dry-run counters.
-double counted_flop_ratio(const Problem& p, const CpuOptions& opt) {
+// Matmul FLOPs of the tiled forward and the backward, from their dry-run counters.
+double counted_flop_ratio(const VersionInfo& bwd, const Problem& p, const CpuOptions& opt) {
   Forward f;
   Gradients g;
   Counters cf, cb;
-  cpu::tiled_forward(p, Inputs{}, blocks(opt.Br, opt.Bc), f, cf);
-  cpu::atomic_dq_backward(p, Inputs{}, f, blocks(opt.Br, opt.Bc), g, cb);
+  version("tiled").cpu_forward(p, Inputs{}, blocks(opt.Br, opt.Bc), f, cf);
+  bwd.cpu_backward(p, Inputs{}, f, blocks(opt.Br, opt.Bc), g, cb);
   return double(cb.matmul_flops) / cf.matmul_flops;
 }
 
@@ -43,7 +44,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // One thread, best of `repeats`: the ratio of what the two schedules cost, as little disturbed by
 // other work on the machine as a CPU allows.
-Measured time_cpu(const Problem& p, uint64_t seed, int repeats) {
+Measured time_cpu(const VersionInfo& bwd, const Problem& p, uint64_t seed, int repeats) {
   const Inputs in = make_inputs(p, seed);
   CpuOptions opt = blocks(64, 64, false);
   opt.threads = 1;
@@ -54,25 +55,25 @@ Measured time_cpu(const Problem& p, uint64_t seed, int repeats) {
     Gradients g;
     Counters c;
     auto t0 = std::chrono::steady_clock::now();
-    cpu::tiled_forward(p, in, opt, f, c);
+    version("tiled").cpu_forward(p, in, opt, f, c);
     const double a = seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
-    cpu::atomic_dq_backward(p, in, f, opt, g, c);
+    bwd.cpu_backward(p, in, f, opt, g, c);
     const double b = seconds_since(t0);
     if (r > 0) tf.push_back(a), tb.push_back(b);
   }
   return {p, *std::min_element(tf.begin(), tf.end()), *std::min_element(tb.begin(), tb.end()),
-          counted_flop_ratio(p, opt)};
+          counted_flop_ratio(bwd, p, opt)};
 }
 
-Measured time_gpu(const Problem& p, uint64_t seed) {
+Measured time_gpu(const VersionInfo& bwd, const Problem& p, uint64_t seed) {
   const Inputs in = make_inputs(p, seed);
   cuda::RunOptions ro;
   ro.bitwise_repeats = 0;
-  const cuda::RunResult f = cuda::run(*find_version("tiled")->cuda, p, in, nullptr, ro);
-  const cuda::RunResult b = cuda::run(*find_version("atomic-dq")->cuda, p, in, &f.fwd, ro);
+  const cuda::RunResult f = cuda::run(*version("tiled").cuda, p, in, nullptr, ro);
+  const cuda::RunResult b = cuda::run(*bwd.cuda, p, in, &f.fwd, ro);
   return {p, median(f.fwd_time.ms) * 1e-3, median(b.bwd_time.ms) * 1e-3,
-          counted_flop_ratio(p, blocks(128, 128))};
+          counted_flop_ratio(bwd, p, blocks(128, 128))};
 }
 
 // FA2's FLOP convention: forward 4*B*H*Nq*Nk*d, halved when causal.
@@ -87,6 +88,18 @@ Report bwd_ratio(const LabOptions& o) {
   Report r;
   r.command = "lab bwd-ratio";
   const bool gpu = use_gpu(o);
+  if (o.versions.size() > 1) throw UsageError("lab bwd-ratio times one backward at a time");
+  const VersionInfo& bwd = o.versions.empty() ? version("atomic-dq") : *o.versions.front();
+  if (bwd.pass != Pass::bwd)
+    throw UsageError(fmt::format(
+        "lab bwd-ratio times a backward-only version fed by tiled's forward; '{}' is {}", bwd.id,
+        to_string(bwd.pass)));
+  if (gpu) {
+    const std::string why = cuda_unavailable(bwd);
+    if (!why.empty())
+      throw UsageError(fmt::format("version '{}' cannot run on cuda: {}", bwd.id, why));
+  }
+  r.version_ids = {"tiled", bwd.id};
   std::vector<Measured> ms;
   if (gpu) {
     // 8k tokens per batch, 16 heads, d = 128, fp16.
@@ -96,38 +109,39 @@ Report bwd_ratio(const LabOptions& o) {
       p.shape = Shape{8192 / N, 16, N, N, 128};
       p.causal = causal;
       p.dtype = DType::f16;
-      ms.push_back(time_gpu(p, o.seed));
+      ms.push_back(time_gpu(bwd, p, o.seed));
     }
   } else {
     // Small enough that `lab all` stays fast on two cores.
     for (auto [N, causal] : {std::pair<int64_t, bool>{256, false}, {512, false}, {512, true}}) {
       Problem p = make_problem(1, N, 64, causal, DType::f32);
-      ms.push_back(time_cpu(p, o.seed, 5));
+      ms.push_back(time_cpu(bwd, p, o.seed, 5));
     }
   }
   r.config = {{"backend", gpu ? "cuda" : "cpu"},
               {"timing", gpu ? "median of the runner's repeats (CUDA events)"
                              : "best of 5 single-threaded runs after one warm-up"},
               {"forward", "tiled"},
-              {"backward", "atomic-dq"},
+              {"backward", bwd.id},
               {"dtype", gpu ? "fp16" : "fp32"},
               {"flop_ratio", kFlopRatio},
               {"book_estimate", kBookEstimate}};
 
   const std::string unit_rate = gpu ? "TFLOP/s" : "GFLOP/s";
   const double rate_scale = gpu ? 1e-12 : 1e-9;
-  Table t{"bwd_ratio",
-          tr(o, "Backward / forward time, ", "反向 / 前向耗时比，") + backend_note(o, gpu),
-          {col("B", "B"), col("H", "H"), col("N", "N", "", "count"), col("d", "d"),
-           col("causal", "causal"),
-           col("fwd_time", tr(o, "forward (tiled)", "前向（tiled）"), "ms", "{:.3f}"),
-           col("bwd_time", tr(o, "backward (atomic-dq)", "反向（atomic-dq）"), "ms", "{:.3f}"),
-           col("time_ratio", tr(o, "time: bwd / fwd", "耗时：反向 / 前向"), "ratio", "{:.2f}"),
-           col("flop_ratio", tr(o, "FLOPs: bwd / fwd (counters)", "FLOPs：反向 / 前向（计数）"),
-               "ratio", "{:.2f}"),
-           col("fwd_rate", tr(o, "forward rate", "前向算力"), unit_rate.c_str(), "{:.1f}"),
-           col("bwd_rate", tr(o, "backward rate", "反向算力"), unit_rate.c_str(), "{:.1f}")},
-          {}};
+  Table t{
+      "bwd_ratio",
+      tr(o, "Backward / forward time, ", "反向 / 前向耗时比，") + backend_note(o, gpu),
+      {col("B", "B"), col("H", "H"), col("N", "N", "", "count"), col("d", "d"),
+       col("causal", "causal"),
+       col("fwd_time", tr(o, "forward (tiled)", "前向（tiled）"), "ms", "{:.3f}"),
+       col("bwd_time", fmt::format("{} ({})", tr(o, "backward", "反向"), bwd.id), "ms", "{:.3f}"),
+       col("time_ratio", tr(o, "time: bwd / fwd", "耗时：反向 / 前向"), "ratio", "{:.2f}"),
+       col("flop_ratio", tr(o, "FLOPs: bwd / fwd (counters)", "FLOPs：反向 / 前向（计数）"),
+           "ratio", "{:.2f}"),
+       col("fwd_rate", tr(o, "forward rate", "前向算力"), unit_rate.c_str(), "{:.1f}"),
+       col("bwd_rate", tr(o, "backward rate", "反向算力"), unit_rate.c_str(), "{:.1f}")},
+      {}};
   double lo = 1e9, hi = 0;
   for (const Measured& m : ms) {
     const Shape& s = m.p.shape;

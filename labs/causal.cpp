@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "all_labs.h"
-#include "cpu_versions.h"
 #include "lab_util.h"
 
 namespace flashlab::lab {
@@ -30,7 +29,7 @@ Counters count_forward(bool causal, int Br, int Bc) {
   const Problem p = make_problem(1, kN, kD, causal);
   Forward fwd;
   Counters c;
-  cpu::tiled_forward(p, Inputs{}, blocks(Br, Bc), fwd, c);
+  version("tiled").cpu_forward(p, Inputs{}, blocks(Br, Bc), fwd, c);
   return c;
 }
 
@@ -43,6 +42,7 @@ double formula(int64_t T) {
 Report causal(const LabOptions& o) {
   Report r;
   r.command = "lab causal";
+  r.version_ids = {"tiled"};
   r.config = {{"N", kN}, {"d", kD}, {"B", 1}, {"H", 1}, {"counters", "tiled forward, dry run"}};
 
   std::vector<Row> rows;

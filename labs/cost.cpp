@@ -9,7 +9,6 @@
 #include <cmath>
 
 #include "all_labs.h"
-#include "cpu_versions.h"
 #include "cuda/runner.h"
 #include "lab_util.h"
 
@@ -41,11 +40,11 @@ Row count(int64_t N) {
   Forward fwd;
   Gradients g;
   Counters naive_bwd, fa_bwd;
-  cpu::naive_forward(p, in, opt, fwd, r.standard);
-  cpu::naive_backward(p, in, fwd, opt, g, naive_bwd);
+  version("naive").cpu_forward(p, in, opt, fwd, r.standard);
+  version("naive").cpu_backward(p, in, fwd, opt, g, naive_bwd);
   r.standard += naive_bwd;
-  cpu::tiled_forward(p, in, opt, fwd, r.fa);
-  cpu::atomic_dq_backward(p, in, fwd, opt, g, fa_bwd);
+  version("tiled").cpu_forward(p, in, opt, fwd, r.fa);
+  version("atomic-dq").cpu_backward(p, in, fwd, opt, g, fa_bwd);
   r.fa += fa_bwd;
   return r;
 }
@@ -62,6 +61,7 @@ bool bandwidth_bound(const Counters& c, Ceilings m) {
 Report cost(const LabOptions& o) {
   Report r;
   r.command = "lab cost";
+  r.version_ids = {"naive", "tiled", "atomic-dq"};
   const bool gpu = cuda::device_info().present && o.backend != "cpu";
   r.config = {{"B", 1},
               {"H", 1},

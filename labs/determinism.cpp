@@ -12,7 +12,6 @@
 
 #include "all_labs.h"
 #include "core/rng.h"
-#include "cpu_versions.h"
 #include "cuda/runner.h"
 #include "lab_util.h"
 #include "registry.h"
@@ -94,6 +93,7 @@ Spread repeat_gpu(const VersionInfo& v, const Problem& p, const Inputs& in, cons
 Report determinism(const LabOptions& o) {
   Report r;
   r.command = "lab determinism";
+  r.version_ids = {"tiled", "atomic-dq", "deterministic-dq"};
   const bool gpu = use_gpu(o);
 
   Problem p;
@@ -117,7 +117,7 @@ Report determinism(const LabOptions& o) {
   } else {
     Forward fwd;
     Counters c;
-    cpu::tiled_forward(p, in, opt, fwd, c);
+    version("tiled").cpu_forward(p, in, opt, fwd, c);
     for (const char* id : {"atomic-dq", "deterministic-dq"})
       spreads.push_back(repeat_cpu(*find_version(id), p, in, fwd, opt));
   }

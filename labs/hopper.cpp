@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "06_hopper/ablation.h"
 #include "all_labs.h"
 #include "core/rng.h"
 #include "cuda/device_api.h"
@@ -67,12 +66,13 @@ Report hopper(const LabOptions& o) {
   const bool gpu = use_gpu(o);
   const VersionInfo* rung = find_version("hopper");
   std::string why_not;
-  if (!gpu)
+  if (!rung)
+    why_not = tr(o, "this build has no hopper version", "这次构建没有 hopper 版本");
+  else if (!gpu)
     why_not = tr(o, "no GPU in use", "没有使用 GPU");
-  else if (!rung->cuda || cuda::hopper_ablation().empty())
-    why_not = tr(o, "this build has no sm_90a code", "这次构建没有 sm_90a 代码");
-  else if (rung->cuda->unavailable)
-    why_not = rung->cuda->unavailable();
+  else if (!(why_not = cuda_unavailable(*rung)).empty()) {
+  } else if (!rung->cuda->ablation)
+    why_not = tr(o, "the hopper version offers no ablation", "hopper 版本没有消融实验");
   const bool measure = why_not.empty();
   const Problem p0 = ablation_problem(false);
   r.config = {{"backend", measure ? "cuda" : "none"},
@@ -102,8 +102,11 @@ Report hopper(const LabOptions& o) {
       {}};
 
   if (!measure) {
-    for (const rung6::AblationLine& v : rung6::kAblation)
-      t.rows.push_back({v.idea, v.id, v.what, nullptr, nullptr, nullptr, nullptr, nullptr});
+    if (rung && rung->cuda && rung->cuda->ablation)
+      for (const cuda::AblationVariant& v : rung->cuda->ablation())
+        t.rows.push_back({v.idea, v.id, v.what, nullptr, nullptr, nullptr, nullptr, nullptr});
+    else  // no kernels in this build to name: the rung's row says why nothing was measured
+      t.rows.push_back({"", "hopper", why_not, nullptr, nullptr, nullptr, nullptr, nullptr});
     r.tables.push_back(std::move(t));
     r.observations.push_back(
         zh(o) ? fmt::format("这个实验要在 sm_90 GPU（H100、H200）上跑：{}。", why_not)
@@ -112,14 +115,12 @@ Report hopper(const LabOptions& o) {
   }
 
   struct Row {
-    const rung6::AblationLine* v;
-    const cuda::Version* version;
+    const cuda::AblationVariant* v;
     double tf[2] = {0, 0};
     double diff = 0;
   };
   std::vector<Row> rows;
-  for (size_t i = 0; i < cuda::hopper_ablation().size(); ++i)
-    rows.push_back({&rung6::kAblation[i], &cuda::hopper_ablation()[i]});
+  for (const cuda::AblationVariant& v : rung->cuda->ablation()) rows.push_back({&v});
   double tiled_tf[2] = {0, 0}, tiled_diff = 0;
   bool ok = true;
   for (int c = 0; c < 2; ++c) {
@@ -127,7 +128,7 @@ Report hopper(const LabOptions& o) {
     const Inputs in = make_inputs(p, o.seed);
     HostTensor rung_O;
     for (Row& row : rows) {
-      Timed x = time_forward(*row.version, p, in);
+      Timed x = time_forward(row.v->version, p, in);
       row.tf[c] = x.tflops;
       if (rung_O.empty())
         rung_O = std::move(x.O);

@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "registry.h"
 #include "report/report.h"
 
 namespace flashlab {
@@ -14,6 +17,10 @@ struct LabOptions {
   std::string lang = "en";       // "en" or "zh": headings and observations
   std::string backend = "auto";  // "cpu", "cuda" or "auto" (cuda when a device is present)
   uint64_t seed = 0;
+  // Chosen with --versions: the versions a lab that takes them runs instead of its own choice
+  // (gradcheck: the backwards to check; bwd-ratio: the backward to time; no-lse: the backward
+  // without a stored LSE). Empty: the lab's own choice.
+  std::vector<const VersionInfo*> versions;
 };
 
 struct LabInfo {
@@ -21,6 +28,10 @@ struct LabInfo {
   const char* title_en;
   const char* title_zh;
   Report (*run)(const LabOptions&);
+  // Ids of the tables it can produce (some only on a GPU): `--table` is checked against them
+  // before the lab runs, and a test checks that the lab produces no other.
+  std::vector<std::string_view> tables;
+  const char* versions_help;  // what --versions chooses in this lab; null: it takes none
 };
 
 // All labs in the order `flashlab lab all` runs them.

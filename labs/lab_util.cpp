@@ -55,6 +55,18 @@ CpuOptions blocks(int Br, int Bc, bool dry_run) {
   return o;
 }
 
+const VersionInfo& version(const char* id) {
+  const VersionInfo* v = find_version(id);
+  if (!v) throw std::logic_error(std::string("this build has no version '") + id + "'");
+  return *v;
+}
+
+std::vector<std::string> ids_of(const std::vector<const VersionInfo*>& vs) {
+  std::vector<std::string> ids;
+  for (const VersionInfo* v : vs) ids.push_back(v->id);
+  return ids;
+}
+
 double median(std::vector<double> xs) {
   if (xs.empty()) return NAN;
   std::sort(xs.begin(), xs.end());

@@ -39,6 +39,12 @@ std::string backend_note(const LabOptions& o, bool gpu);
 Problem make_problem(int64_t BH, int64_t N, int64_t d, bool causal, DType dt = DType::f32);
 CpuOptions blocks(int Br, int Bc, bool dry_run = true);
 
+// The registered version `id` (the labs' own choices: tiled, atomic-dq, ...). Throws
+// std::logic_error when this build has no such version.
+const VersionInfo& version(const char* id);
+// Their ids, in order (for a report's config and its "sources").
+std::vector<std::string> ids_of(const std::vector<const VersionInfo*>& vs);
+
 // Median of a list of timings (the list is copied).
 double median(std::vector<double> xs);
 

@@ -69,7 +69,7 @@ Table workspace_table(const LabOptions& o, const Problem& p, const CpuOptions& o
            col("vs_Q", tr(o, "x the fp16 Q tensor", "相当于几个 FP16 的 Q"), "ratio", "{:.3g}")},
           {}};
   for (const VersionInfo& v : versions()) {
-    if (!v.cpu_backward) continue;
+    if (!v.cpu_backward || v.exercise) continue;
     const int64_t b = v.workspace_bytes(p, opt);
     t.rows.push_back({v.id, v.workspace, b, b / q_bytes});
   }
@@ -112,6 +112,8 @@ Table naive_peak_table(const LabOptions& o) {
 Report memory(const LabOptions& o) {
   Report r;
   r.command = "lab memory";
+  for (const VersionInfo& v : versions())
+    if (v.cpu_backward && !v.exercise) r.version_ids.push_back(v.id);
   std::vector<Kept> kept;
   for (int64_t N : {2048, 8192, 32768, 131072}) kept.push_back(kept_for_backward(N));
   r.tables.push_back(demo2_table(o, kept));
@@ -158,24 +160,25 @@ Report memory(const LabOptions& o) {
   const int64_t splits = (wp.shape.Nk + wopt.Bc - 1) / wopt.Bc;
   const double q16 = static_cast<double>(wp.shape.q_elems()) * dtype_bytes(DType::f16);
   r.observations.push_back(
-      zh(o) ? fmt::format("FlashAttention 的反向也要一点工作区：atomic-dq 的工作区（主要是 FP32 的 "
-                          "dQ 累加缓冲）共 {}（FP16 dQ 的 {:.2f} 倍）；"
-                          "deterministic-dq 给每个 K 块一份自己的 dQ（{} 份），共 {}，是 atomic-dq "
-                          "的 {:.1f} 倍——"
-                          "这就是可重现的梯度要付的显存（这是 CPU 孪生版本的上界；CUDA 版本像 FA2 "
-                          "一样把分片数限制在每个头几份，每个 CTA 依次处理几个 K 块）。naive 存 FP32 "
-                          "的 S 和 P，要 {}。",
-                          format_bytes(atomic), atomic / q16, splits, format_bytes(determ),
-                          static_cast<double>(determ) / atomic, format_bytes(naive))
-            : fmt::format(
-                  "The FlashAttention backward needs some workspace too: atomic-dq's, mostly its "
-                  "fp32 dQ accumulator, is {} ({:.2f}x the fp16 dQ); deterministic-dq gives "
-                  "every K block its own dQ split ({} splits), {} in all, {:.1f}x atomic-dq's: "
-                  "the memory price of reproducible gradients (this is the CPU twin's upper bound; "
-                  "the CUDA version, like FA2, bounds the splits to a few per head, each CTA "
-                  "walking several K blocks in a fixed order). naive keeps S and P in fp32: {}.",
-                  format_bytes(atomic), atomic / q16, splits, format_bytes(determ),
-                  static_cast<double>(determ) / atomic, format_bytes(naive)));
+      zh(o)
+          ? fmt::format("FlashAttention 的反向也要一点工作区：atomic-dq 的工作区（主要是 FP32 的 "
+                        "dQ 累加缓冲）共 {}（FP16 dQ 的 {:.2f} 倍）；"
+                        "deterministic-dq 给每个 K 块一份自己的 dQ（{} 份），共 {}，是 atomic-dq "
+                        "的 {:.1f} 倍——"
+                        "这就是可重现的梯度要付的显存（这是 CPU 孪生版本的上界；CUDA 版本像 FA2 "
+                        "一样把分片数限制在每个头几份，每个 CTA 依次处理几个 K 块）。naive 存 FP32 "
+                        "的 S 和 P，要 {}。",
+                        format_bytes(atomic), atomic / q16, splits, format_bytes(determ),
+                        static_cast<double>(determ) / atomic, format_bytes(naive))
+          : fmt::format(
+                "The FlashAttention backward needs some workspace too: atomic-dq's, mostly its "
+                "fp32 dQ accumulator, is {} ({:.2f}x the fp16 dQ); deterministic-dq gives "
+                "every K block its own dQ split ({} splits), {} in all, {:.1f}x atomic-dq's: "
+                "the memory price of reproducible gradients (this is the CPU twin's upper bound; "
+                "the CUDA version, like FA2, bounds the splits to a few per head, each CTA "
+                "walking several K blocks in a fixed order). naive keeps S and P in fp32: {}.",
+                format_bytes(atomic), atomic / q16, splits, format_bytes(determ),
+                static_cast<double>(determ) / atomic, format_bytes(naive)));
 
   if (use_gpu(o)) {
     Table t = naive_peak_table(o);

@@ -1,12 +1,14 @@
 // Lab "no-lse" — the chapter's exercise 3: what the backward costs if the forward did not store
 // LSE. Without it, P = exp(S - LSE) cannot be recomputed directly: every Q block must first run the
 // online softmax over all K blocks again to rebuild m and l. Counted by the atomic-dq twin's
-// no-LSE variant (dry run) against atomic-dq itself, one head, d = 128, blocks 128 x 128.
+// no-LSE variant (dry run) against atomic-dq itself, one head, d = 128, blocks 128 x 128; with
+// --versions, a student's own backward without LSE (the starter ex3-no-lse, once solved) instead.
 #include <fmt/format.h>
 
 #include "all_labs.h"
-#include "cpu_versions.h"
 #include "lab_util.h"
+#include "no_lse_backward.h"
+#include "util/error.h"
 
 namespace flashlab::lab {
 
@@ -23,14 +25,14 @@ struct Row {
   int64_t extra_io() const { return without.io() - with_lse.io(); }
 };
 
-Row count(int64_t N) {
+Row count(int64_t N, CpuBackwardFn without_lse) {
   const Problem p = make_problem(1, N, kD, false);
   const CpuOptions opt = blocks(kBlock, kBlock);
   Row r{N, {}, {}};
   Forward f;
   Gradients g;
-  cpu::atomic_dq_backward(p, Inputs{}, f, opt, g, r.with_lse);
-  cpu::no_lse_backward(p, Inputs{}, f, opt, g, r.without);
+  version("atomic-dq").cpu_backward(p, Inputs{}, f, opt, g, r.with_lse);
+  without_lse(p, Inputs{}, f, opt, g, r.without);
   return r;
 }
 
@@ -39,6 +41,16 @@ Row count(int64_t N) {
 Report no_lse(const LabOptions& o) {
   Report r;
   r.command = "lab no-lse";
+  if (o.versions.size() > 1)
+    throw UsageError("lab no-lse counts one backward without LSE at a time");
+  const VersionInfo* mine = o.versions.empty() ? nullptr : o.versions.front();
+  if (mine && !mine->cpu_backward)
+    throw UsageError(fmt::format("version '{}' has no backward", mine->id));
+  const std::string without_name =
+      mine ? fmt::format("{} (dry run)", mine->id)
+           : std::string("atomic-dq backward re-running the online softmax (dry run)");
+  r.version_ids = {"atomic-dq"};
+  if (mine) r.version_ids.push_back(mine->id);
   r.config = {{"B", 1},
               {"H", 1},
               {"d", kD},
@@ -46,10 +58,11 @@ Report no_lse(const LabOptions& o) {
               {"Bc", kBlock},
               {"bytes_per_element", kBytesPerElem},
               {"with_lse", "atomic-dq backward (dry run)"},
-              {"without_lse", "atomic-dq backward re-running the online softmax (dry run)"}};
+              {"without_lse", without_name}};
 
   std::vector<Row> rows;
-  for (int64_t N : {512, 1024, 2048, 4096, 8192}) rows.push_back(count(N));
+  for (int64_t N : {512, 1024, 2048, 4096, 8192})
+    rows.push_back(count(N, mine ? mine->cpu_backward : no_lse_backward));
 
   Table t{
       "no_lse",
@@ -76,6 +89,14 @@ Report no_lse(const LabOptions& o) {
     r.figures[fmt::format("extra_io_N{}", w.N)] = {{"value", w.extra_io()}, {"unit", "elements"}};
   }
   r.tables.push_back(std::move(t));
+  if (mine)
+    r.observations.push_back(
+        zh(o) ? fmt::format(
+                    "不存 LSE 的一列由 {} 的反向计数（dry run），存 LSE 的一列由 atomic-dq 计数。",
+                    mine->id)
+              : fmt::format("The columns without LSE are counted with {}'s backward (dry run), "
+                            "those with LSE with atomic-dq's.",
+                            mine->id));
 
   const Row& big = rows.back();
   const double n2d = double(big.N) * big.N * kD;

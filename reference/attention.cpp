@@ -6,6 +6,8 @@
 // several query rows; the inner loops run along contiguous memory so the compiler vectorises them.
 #include "reference/attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -241,6 +243,26 @@ Gradients lowp_backward(const Problem& p, const Inputs& in, const Forward& lowp_
   check(p, in, "lowp backward");
   if (p.dtype == DType::f64) return backward_in<double>(p, in, lowp_fwd, DType::f64);
   return backward_in<float>(p, in, lowp_fwd, p.dtype);
+}
+
+int64_t forward_peak_bytes(const Problem& p, int acc_bytes, bool keep_P) {
+  const Shape& s = p.shape;
+  const int64_t threads = worth_threads(p) ? omp_get_max_threads() : 1;
+  int64_t bytes = 8 * (s.q_elems() + s.lse_elems());                    // O, LSE
+  if (keep_P) bytes += 8 * s.heads() * s.Nq * s.Nk;                     // P
+  bytes += acc_bytes * 2 * s.kv_elems();                                // K^T, V
+  bytes += threads * acc_bytes * (kRowBlock * s.Nk + kRowBlock * s.d);  // S, O of a row block
+  return bytes;
+}
+
+int64_t backward_peak_bytes(const Problem& p, int acc_bytes) {
+  const Shape& s = p.shape;
+  const int64_t threads = worth_threads(p) ? omp_get_max_threads() : 1;
+  int64_t bytes = 8 * (s.q_elems() + 2 * s.kv_elems());                    // dQ, dK, dV
+  bytes += acc_bytes * (2 * s.kv_elems() + 2 * s.q_elems());               // V^T, K, Q, dO
+  bytes += acc_bytes * 2 * s.Nq * s.Nk;                                    // P, dS of one head
+  bytes += threads * acc_bytes * (kRowBlock * s.d + 2 * kKeyBlock * s.d);  // dQ, dV, dK blocks
+  return bytes;
 }
 
 // Only the head that holds the element changes, so only that head is run, twice. The loss

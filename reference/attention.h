@@ -22,10 +22,16 @@ Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd);
 Forward lowp_forward(const Problem& p, const Inputs& in);
 Gradients lowp_backward(const Problem& p, const Inputs& in, const Forward& lowp_fwd);
 
+// Host bytes forward() / lowp_forward() and backward() / lowp_backward() hold at their peak, their
+// outputs included (backward: not the forward's P it reads), for the memory check before a run.
+// `acc_bytes` is the size of the arithmetic's elements: 8 for the fp64 reference, and for the lowp
+// computation of fp64 problems; 4 for the lowp computation of every other dtype.
+int64_t forward_peak_bytes(const Problem& p, int acc_bytes, bool keep_P);
+int64_t backward_peak_bytes(const Problem& p, int acc_bytes);
+
 // Central finite difference of the loss L = sum(O * dO) with respect to one element of Q, K or V
 // (which = 'Q', 'K' or 'V'; index is the flat offset into that tensor), in fp64.
-double finite_difference(const Problem& p, const Inputs& in, char which, int64_t index,
-                         double eps);
+double finite_difference(const Problem& p, const Inputs& in, char which, int64_t index, double eps);
 
 // rowsum(O * dO) and rowsum(P * dP) for every query row (the identity D of the chapter, 16.1).
 HostTensor rowsum_o_do(const Problem& p, const Inputs& in, const Forward& fwd);

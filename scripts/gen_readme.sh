@@ -3,6 +3,7 @@
 #   - the version table (from the registry, via `flashlab list --format markdown --table versions`;
 #     a test checks it is up to date)
 #   - the tour of commands (real output; times differ from run to run)
+#   - README.zh.md's version table and lab list (a test checks them too)
 # usage: scripts/gen_readme.sh [path/to/flashlab]   (default: build/cpu/flashlab)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,7 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 "$bin" list --format markdown --table versions >"$tmp/versions.md"
+"$bin" lab list --lang zh --format markdown --table labs >"$tmp/labs_zh.md"
 
 tour() {
   {
@@ -55,5 +57,13 @@ text = replace(text, "<!-- BEGIN flashlab list --format markdown --table version
 text = replace(text, "<!-- BEGIN tour -->\n", "<!-- END tour -->",
                (tmp / "tour.md").read_text(encoding="utf-8").rstrip("\n") + "\n")
 readme.write_text(text, encoding="utf-8")
+
+zh = pathlib.Path("README.zh.md")
+text = zh.read_text(encoding="utf-8")
+text = replace(text, "<!-- BEGIN flashlab list --format markdown --table versions -->\n",
+               "<!-- END flashlab list -->", (tmp / "versions.md").read_text(encoding="utf-8"))
+text = replace(text, "<!-- BEGIN flashlab lab list --lang zh --format markdown --table labs -->\n",
+               "<!-- END flashlab lab list -->", (tmp / "labs_zh.md").read_text(encoding="utf-8"))
+zh.write_text(text, encoding="utf-8")
 PY
-echo "gen_readme.sh: README.md updated"
+echo "gen_readme.sh: README.md and README.zh.md updated"

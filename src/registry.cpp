@@ -1,91 +1,67 @@
 #include "registry.h"
 
-#include <array>
+#include <fmt/format.h>
 
-#include "cpu_versions.h"
+#include <sstream>
+#include <vector>
+
+#include "cuda/runner.h"
+#include "registry_list.h"
 
 namespace flashlab {
 
 namespace {
 
-int64_t no_workspace(const Problem&, const CpuOptions&) { return 0; }
-
-// S and P, one fp32 N x N matrix each per head, plus D.
-int64_t naive_workspace(const Problem& p, const CpuOptions&) {
-  const Shape& s = p.shape;
-  return 2 * s.heads() * s.Nq * s.Nk * 4 + s.lse_elems() * 4;
+const std::vector<VersionInfo>& all() {
+  // Built on first use (not at static initialisation), from the list the build generated.
+  static const std::vector<VersionInfo> list = [] {
+    std::vector<VersionInfo> v;
+    for (size_t i = 0; i < generated::kFolderCount; ++i) {
+      const generated::FolderRecord& f = generated::kFolders[i];
+      v.push_back(VersionInfo{*f.entry, f.folder, f.exercise, f.cuda, f.cuda_absent, f.cuda_targets,
+                              std::span(f.sources, f.source_count)});
+    }
+    return v;
+  }();
+  return list;
 }
 
-// D = rowsum(O * dO), fp32, one per query row.
-int64_t recompute_workspace(const Problem& p, const CpuOptions&) {
-  return p.shape.lse_elems() * 4;
+// Can code built for `target` ("sm_80", "sm_90a", "compute_90") run on compute capability M.m?
+// SASS runs on the same major at an equal or higher minor; arch-specific ("a") code only on its
+// own capability; PTX on its capability and later ones (compiled on load).
+bool runs_on(const std::string& target, int major, int minor) {
+  const bool sass = target.rfind("sm_", 0) == 0, ptx = target.rfind("compute_", 0) == 0;
+  if (!sass && !ptx) return false;
+  std::string digits = target.substr(sass ? 3 : 8);
+  const bool specific = !digits.empty() && digits.back() == 'a';
+  if (specific) digits.pop_back();
+  if (digits.size() < 2) return false;
+  const int cc = std::stoi(digits), dev = 10 * major + minor;
+  if (specific) return cc == dev;
+  if (sass) return cc / 10 == major && cc % 10 <= minor;
+  return cc <= dev;
 }
-
-// D plus one fp32 dQ accumulator.
-int64_t atomic_dq_workspace(const Problem& p, const CpuOptions&) {
-  return p.shape.lse_elems() * 4 + p.shape.q_elems() * 4;
-}
-
-// D and LSE * log2(e) plus one fp32 dQ split per K block: the CPU twin's layout, and the upper
-// bound of the CUDA version, which keeps only nsplits <= ceil(Nk/Bc) splits (a few per head, enough
-// to fill the GPU; its workspace_bytes gives the exact figure for the device it runs on).
-int64_t deterministic_dq_workspace(const Problem& p, const CpuOptions& o) {
-  const int64_t splits = (p.shape.Nk + o.Bc - 1) / o.Bc;
-  return 2 * p.shape.lse_elems() * 4 + splits * p.shape.q_elems() * 4;
-}
-
-#ifdef FLASHLAB_HAVE_CUDA
-#define CUDA_ENTRY(x) (&cuda::x)
-#else
-#define CUDA_ENTRY(x) nullptr
-#endif
-
-const std::array<VersionInfo, 6> kVersions = {{
-    {"naive", "01_naive", Pass::both,
-     "S and P materialised in memory (N x N per head); the textbook backward from stored P", false,
-     "2*B*H*Nq*Nk*4 (S, P fp32) + B*H*Nq*4 (D)", naive_workspace, cpu::naive_forward,
-     cpu::naive_backward, CUDA_ENTRY(naive)},
-    {"tiled", "02_tiled", Pass::fwd,
-     "FA2 forward: outer loop over Q blocks, online softmax, writes O and LSE only", true, "0",
-     no_workspace, cpu::tiled_forward, nullptr, CUDA_ENTRY(tiled)},
-    {"recompute", "03_recompute", Pass::bwd,
-     "no N x N storage: D = rowsum(O*dO) first, S and P recomputed from LSE; dK,dV by an outer-K "
-     "pass and dQ by a separate outer-Q pass (no atomics, 7 matmuls)",
-     true, "2*B*H*Nq*4 (D, LSE*log2e)", recompute_workspace, nullptr, cpu::recompute_backward,
-     CUDA_ENTRY(recompute)},
-    {"atomic-dq", "04_atomic_dq", Pass::bwd,
-     "FA2's single outer-K pass (5 matmuls): dQ partials atomically added into an fp32 buffer, "
-     "then a convert pass scales and casts",
-     false, "2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator)", atomic_dq_workspace, nullptr,
-     cpu::atomic_dq_backward, CUDA_ENTRY(atomic_dq)},
-    {"deterministic-dq", "05_deterministic_dq", Pass::bwd,
-     "like atomic-dq, but each K-block worker adds into its own dQ split; the convert pass sums "
-     "splits in a fixed order, so dQ is bitwise reproducible",
-     true, "2*B*H*Nq*4 (D, LSE*log2e) + S*B*H*Nq*d*4 (fp32 dQ splits; S = ceil(Nk/Bc) on the CPU, "
-     "CUDA bounds S to a few per head that fill the GPU)", deterministic_dq_workspace,
-     nullptr, cpu::deterministic_dq_backward, CUDA_ENTRY(deterministic_dq)},
-    {"hopper", "06_hopper", Pass::fwd,
-     "the Hopper machinery (FA3): tiles by the bulk tensor copy engine on mbarriers from a "
-     "producer warpgroup, asynchronous warpgroup products (wgmma), two consumer warpgroups in "
-     "pingpong so softmax overlaps the products (sm_90a only)",
-     true, "0", no_workspace, cpu::hopper_forward, nullptr, CUDA_ENTRY(hopper)},
-}};
 
 }  // namespace
 
-std::span<const VersionInfo> versions() { return kVersions; }
+std::span<const VersionInfo> versions() {
+  return all();
+}
 
 const VersionInfo* find_version(const std::string& id) {
-  for (const VersionInfo& v : kVersions)
+  for (const VersionInfo& v : all())
     if (id == v.id) return &v;
   return nullptr;
 }
 
 std::string to_string(Pass p) {
   switch (p) {
-    case Pass::fwd: return "fwd";
-    case Pass::bwd: return "bwd";
-    case Pass::both: return "fwd+bwd";
+    case Pass::fwd:
+      return "fwd";
+    case Pass::bwd:
+      return "bwd";
+    case Pass::both:
+      return "fwd+bwd";
   }
   return "?";
 }
@@ -96,6 +72,33 @@ bool cuda_built() {
 #else
   return false;
 #endif
+}
+
+std::string cuda_unavailable_on(const VersionInfo& v, int cc_major, int cc_minor) {
+  if (!v.cuda) return v.cuda_absent;
+  std::vector<std::string> targets;
+  std::istringstream in(v.cuda_targets);
+  for (std::string t; in >> t;) targets.push_back(t);
+  bool ok = false;
+  for (const std::string& t : targets) ok = ok || runs_on(t, cc_major, cc_minor);
+  if (!ok) {
+    const std::string here = fmt::format("sm_{}{}", cc_major, cc_minor);
+    if (targets.size() == 1 && targets[0].back() == 'a')
+      return fmt::format("needs an {} GPU; this one is {}", targets[0], here);
+    return fmt::format("this build has code for {}; this GPU is {}", v.cuda_targets, here);
+  }
+  return v.cuda->unavailable ? v.cuda->unavailable(cc_major, cc_minor) : std::string();
+}
+
+std::string cuda_unavailable(const VersionInfo& v) {
+  if (!v.cuda) return v.cuda_absent;
+  const cuda::DeviceInfo& d = cuda::device_info();
+  if (!d.present) return d.why_absent;
+  return cuda_unavailable_on(v, d.cc_major, d.cc_minor);
+}
+
+std::span<const SourceHash> shared_sources() {
+  return {generated::kSharedSources, generated::kSharedSourceCount};
 }
 
 }  // namespace flashlab

@@ -23,10 +23,10 @@ struct BadInput {
 void expect_one_error(const BadInput& b) {
   ScratchDir dir;
   std::string args = b.args;
-  const size_t j = args.find("%J");
-  if (j != std::string::npos) args.replace(j, 2, testing::quoted(dir / "out.json"));
-  const size_t d = args.find("%D");
-  if (d != std::string::npos) args.replace(d, 2, testing::quoted(dir / "dump"));
+  for (size_t j; (j = args.find("%J")) != std::string::npos;)
+    args.replace(j, 2, testing::quoted(dir / "out.json"));
+  for (size_t d; (d = args.find("%D")) != std::string::npos;)
+    args.replace(d, 2, testing::quoted(dir / "dump"));
   const CliResult r = run_cli(args);
   SCOPED_TRACE(std::string(b.name) + ": flashlab " + args + "\nstderr: " + r.err);
   EXPECT_EQ(r.status, 2);
@@ -62,10 +62,27 @@ TEST(CliErrors, RunRejectsBadInputBeforeComputing) {
       {"json dir missing", "run -N 64 --json /nonexistent-dir/r.json", "does not exist"},
       {"json unwritable", "run -N 64 --json /proc/flashlab-r.json", "cannot write"},
       {"json is a directory", "run -N 64 --json /", "is a directory"},
-      {"dump unwritable", "run -N 64 --dump /proc/flashlab-dump --json %J", "cannot write into"},
+      {"dump unwritable", "run -N 64 --dump /proc/flashlab-dump --json %J", "cannot write --dump"},
       {"dump is a file", "run -N 64 --dump /proc/version --json %J", "not a directory"},
       {"unknown option", "run --frobnicate", "frobnicate"},
       {"no command", "", "subcommand"},
+      // Values that used to be taken silently, or read in another base.
+      {"N at the old unset marker", "run -N -9223372036854775808 --json %J",
+       "N must be in 1..1048576 (got -9223372036854775808)"},
+      {"N in hex", "run -N 0x10 --json %J", "-N: '0x10' is not a decimal integer"},
+      {"N beyond int64", "run -N 99999999999999999999 --json %J", "'99999999999999999999' is out"},
+      {"seed negative", "run -N 8 --seed -1 --json %J", "--seed: must not be negative (got -1)"},
+      {"seed beyond uint64", "run -N 8 --seed 18446744073709551616 --json %J", "is out of range"},
+      {"scale zero", "run -N 8 --scale 0 --json %J", "--scale must be a positive number"},
+      {"scale negative zero", "run -N 8 --scale -0 --json %J", "--scale must be a positive number"},
+      {"json empty", "run -N 8 --json ''", "--json: an empty value is not allowed"},
+      {"dump empty", "run -N 8 --dump '' --json %J", "--dump: an empty value is not allowed"},
+      {"table empty", "run -N 8 --table '' --json %J", "--table: an empty value is not allowed"},
+      // Checked before any work: nothing is computed, nothing is written.
+      {"table unknown, with a dump", "run -N 8 -d 8 --table bogus --dump %D --json %J",
+       "no table 'bogus' in this report (tables: errors, timing, budget)"},
+      {"json and dump on one path", "run -N 8 -d 8 --json %D --dump %D", "are the same output"},
+      {"json to stdout twice", "run -N 8 -d 8 --json - --json /dev/stdout", "--json"},
   };
   for (const BadInput& b : cases) expect_one_error(b);
 }
@@ -95,6 +112,17 @@ TEST(CliErrors, OtherCommands) {
       {"plot missing input", "plot /nonexistent/r.json -o %J", "cannot read"},
       {"plot not json", "plot /proc/version -o %J", "not valid JSON"},
       {"plot unwritable", "plot /proc/version -o /proc/x.svg", "cannot write"},
+      {"plot output empty", "plot /proc/version -o ''", "--output: an empty value is not allowed"},
+      {"bench repeats negative", "bench --backend cpu --repeats -2 --json %J",
+       "--repeats must be in 1..10000 (got -2)"},
+      {"bench warmup negative", "bench --backend cpu --warmup -1 --json %J",
+       "--warmup must be in 0..10000 (got -1)"},
+      {"bench N in hex", "bench --backend cpu --N 32,0x20 --json %J", "is not a decimal integer"},
+      {"bench N empty", "bench --backend cpu --N '' --json %J", "--N: '' is not a decimal integer"},
+      {"gradcheck seed negative", "gradcheck --seed -3 --json %J", "must not be negative"},
+      {"lab table of another lab", "lab memory --table cost --json %J",
+       "no table 'cost' in this report (tables: kept, workspace, naive_peak)"},
+      {"lab all table unprefixed", "lab all --table cost --json %J", "no table 'cost'"},
   };
   for (const BadInput& b : cases) expect_one_error(b);
 }

@@ -55,11 +55,22 @@ class ScratchDir {
   fs::path path_;
 };
 
-// Runs `flashlab ARGS` through /bin/sh (ARGS is shell text), stdin from /dev/null.
-inline CliResult run_cli(const std::string& args) {
+// The binary under test: the one this build made, or FLASHLAB_TEST_BIN (to run the tests against
+// another build of flashlab).
+inline std::string flashlab_bin() {
+  const char* env = std::getenv("FLASHLAB_TEST_BIN");
+  return env && *env ? env : FLASHLAB_BIN;
+}
+
+// Exit status of a command killed by `timeout`.
+inline constexpr int kTimedOut = 124;
+
+// Runs `flashlab ARGS` through /bin/sh (ARGS is shell text), stdin from /dev/null; a run that takes
+// longer than `limit_s` seconds is killed and reported with status kTimedOut.
+inline CliResult run_cli(const std::string& args, int limit_s = 120) {
   ScratchDir io;
-  const std::string cmd = std::string("'") + FLASHLAB_BIN + "' " + args + " </dev/null >'" +
-                          (io / "out") + "' 2>'" + (io / "err") + "'";
+  const std::string cmd = "timeout -k 5 " + std::to_string(limit_s) + " '" + flashlab_bin() + "' " +
+                          args + " </dev/null >'" + (io / "out") + "' 2>'" + (io / "err") + "'";
   const int rc = std::system(cmd.c_str());
   CliResult r;
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -88,6 +99,27 @@ inline std::string validate_reports(const std::vector<std::string>& files, bool&
   std::string cmd =
       std::string("/usr/bin/python3 '") + FLASHLAB_SOURCE_DIR + "/scripts/validate_report.py'";
   for (const std::string& f : files) cmd += " '" + f + "'";
+  cmd += " >'" + (io / "out") + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  ok = WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+  return slurp(io.path() / "out");
+}
+
+// Checks that every file parses as XML (an SVG a browser will draw); returns the parser's
+// complaints, and `ok` tells whether all parsed.
+inline std::string check_xml(const std::vector<std::string>& files, bool& ok) {
+  ScratchDir io;
+  std::string cmd =
+      "/usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E\n"
+      "bad = 0\n"
+      "for f in sys.argv[1:]:\n"
+      "  try: E.parse(f)\n"
+      "  except Exception as e: bad += 1; print(f, e)\n"
+      "sys.exit(1 if bad else 0)'";
+  for (const std::string& f : files) {
+    cmd += ' ';
+    cmd += quoted(f);
+  }
   cmd += " >'" + (io / "out") + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   ok = WIFEXITED(rc) && WEXITSTATUS(rc) == 0;

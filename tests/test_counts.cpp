@@ -5,12 +5,14 @@
 
 #include <cmath>
 
-#include "cpu_versions.h"
+#include "labs/no_lse_backward.h"
 #include "test_cpu_util.h"
 
 namespace flashlab {
 namespace {
 
+using testing::bwd_of;
+using testing::fwd_of;
 using testing::make_problem;
 
 struct Counted {
@@ -25,13 +27,13 @@ Counted count_all(const Problem& p, int Br, int Bc) {
   Counted c;
   Forward f;
   Gradients g;
-  cpu::naive_forward(p, {}, o, f, c.naive_fwd);
-  cpu::naive_backward(p, {}, f, o, g, c.naive_bwd);
-  cpu::tiled_forward(p, {}, o, f, c.tiled);
-  cpu::recompute_backward(p, {}, f, o, g, c.recompute);
-  cpu::atomic_dq_backward(p, {}, f, o, g, c.atomic);
-  cpu::deterministic_dq_backward(p, {}, f, o, g, c.deterministic);
-  cpu::no_lse_backward(p, {}, f, o, g, c.no_lse);
+  fwd_of("naive")(p, {}, o, f, c.naive_fwd);
+  bwd_of("naive")(p, {}, f, o, g, c.naive_bwd);
+  fwd_of("tiled")(p, {}, o, f, c.tiled);
+  bwd_of("recompute")(p, {}, f, o, g, c.recompute);
+  bwd_of("atomic-dq")(p, {}, f, o, g, c.atomic);
+  bwd_of("deterministic-dq")(p, {}, f, o, g, c.deterministic);
+  lab::no_lse_backward(p, {}, f, o, g, c.no_lse);
   return c;
 }
 
@@ -181,10 +183,10 @@ TEST(Counts, DryRunOfAHugeProblemIsCheap) {
   Forward f;
   Gradients g;
   Counters c;
-  cpu::naive_forward(p, {}, o, f, c);
-  cpu::naive_backward(p, {}, f, o, g, c);
-  cpu::tiled_forward(p, {}, o, f, c);
-  cpu::atomic_dq_backward(p, {}, f, o, g, c);
+  fwd_of("naive")(p, {}, o, f, c);
+  bwd_of("naive")(p, {}, f, o, g, c);
+  fwd_of("tiled")(p, {}, o, f, c);
+  bwd_of("atomic-dq")(p, {}, f, o, g, c);
   EXPECT_TRUE(f.O.empty() && f.P.empty() && g.dQ.empty());
   EXPECT_GT(c.matmul_flops, 0);
 }

@@ -4,13 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
-#include "cpu_versions.h"
 #include "test_cpu_util.h"
 
 namespace flashlab {
 namespace {
 
 using testing::bitwise_equal;
+using testing::bwd_of;
+using testing::fwd_of;
 using testing::make_problem;
 using testing::max_abs;
 using testing::max_abs_error;
@@ -29,7 +30,7 @@ Twin prepare(bool causal) {
   Twin s{make_problem(1, 2, 160, 140, 64, causal, DType::f32), {}, {}};
   s.in = make_inputs(s.p, 31);
   Counters c;
-  cpu::tiled_forward(s.p, s.in, CpuOptions{}, s.fwd, c);
+  fwd_of("tiled")(s.p, s.in, CpuOptions{}, s.fwd, c);
   return s;
 }
 
@@ -49,14 +50,14 @@ TEST(CpuDeterminism, DeterministicDqIsBitwiseReproducible) {
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "causal" : "full");
     const Twin s = prepare(causal);
-    const Gradients first = run(cpu::deterministic_dq_backward, s, 2);
+    const Gradients first = run(bwd_of("deterministic-dq"), s, 2);
     for (int n = 1; n < 20; ++n) {
-      const Gradients again = run(cpu::deterministic_dq_backward, s, 2);
+      const Gradients again = run(bwd_of("deterministic-dq"), s, 2);
       ASSERT_TRUE(bitwise_equal(again.dQ, first.dQ)) << "run " << n;
       ASSERT_TRUE(bitwise_equal(again.dK, first.dK)) << "run " << n;
       ASSERT_TRUE(bitwise_equal(again.dV, first.dV)) << "run " << n;
     }
-    const Gradients one = run(cpu::deterministic_dq_backward, s, 1);
+    const Gradients one = run(bwd_of("deterministic-dq"), s, 1);
     EXPECT_TRUE(bitwise_equal(one.dQ, first.dQ));
     EXPECT_TRUE(bitwise_equal(one.dK, first.dK));
     EXPECT_TRUE(bitwise_equal(one.dV, first.dV));
@@ -69,9 +70,9 @@ TEST(CpuDeterminism, AtomicDqAgreesToFp32Accuracy) {
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "causal" : "full");
     const Twin s = prepare(causal);
-    const Gradients det = run(cpu::deterministic_dq_backward, s, 2);
+    const Gradients det = run(bwd_of("deterministic-dq"), s, 2);
     for (int n = 0; n < 5; ++n) {
-      const Gradients at = run(cpu::atomic_dq_backward, s, 2);
+      const Gradients at = run(bwd_of("atomic-dq"), s, 2);
       EXPECT_TRUE(bitwise_equal(at.dK, det.dK));
       EXPECT_TRUE(bitwise_equal(at.dV, det.dV));
       EXPECT_LE(max_abs_error(at.dQ, det.dQ), 64 * unit_roundoff(DType::f32) * max_abs(det.dQ));

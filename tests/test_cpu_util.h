@@ -7,8 +7,19 @@
 #include <limits>
 
 #include "core/problem.h"
+#include "registry.h"
 
 namespace flashlab::testing {
+
+// The CPU twin of a registered version (the test fails to build its case when the id is unknown).
+inline CpuForwardFn fwd_of(const char* id) {
+  const VersionInfo* v = find_version(id);
+  return v ? v->cpu_forward : nullptr;
+}
+inline CpuBackwardFn bwd_of(const char* id) {
+  const VersionInfo* v = find_version(id);
+  return v ? v->cpu_backward : nullptr;
+}
 
 inline Problem make_problem(int64_t B, int64_t H, int64_t Nq, int64_t Nk, int64_t d, bool causal,
                             DType dtype) {

@@ -18,7 +18,7 @@
 
 #include "core/dtype.h"
 #include "core/rng.h"
-#include "cpu_versions.h"
+#include "labs/no_lse_backward.h"
 #include "reference/attention.h"
 #include "registry.h"
 #include "test_cpu_util.h"
@@ -26,6 +26,8 @@
 namespace flashlab {
 namespace {
 
+using testing::bwd_of;
+using testing::fwd_of;
 using testing::make_problem;
 using testing::max_abs;
 using testing::max_abs_error;
@@ -114,10 +116,11 @@ void check_case(const Case& c, bool causal, DType t) {
 
   Forward tiled;  // what the FA backward versions read
   for (const VersionInfo& v : versions()) {
+    if (v.exercise) continue;  // the starters: tests/test_exercises.cpp
     if (v.cpu_forward == nullptr) continue;
     SCOPED_TRACE(v.id);
     Forward f;
-    poison(f, p, v.cpu_forward == cpu::naive_forward);
+    poison(f, p, v.cpu_forward == fwd_of("naive"));
     Counters counted, dry;
     v.cpu_forward(p, in, opt, f, counted);
     expect_close("O", p, f.O, ref.O, lowp.O);
@@ -130,13 +133,13 @@ void check_case(const Case& c, bool causal, DType t) {
     EXPECT_TRUE(empty.O.empty() && empty.LSE.empty() && empty.P.empty());
     if (v.cpu_backward != nullptr)  // naive: its backward reads its own P
       check_backward(v.id, v.cpu_backward, p, in, f, opt, ref_g, lowp_g);
-    if (v.cpu_forward == cpu::tiled_forward) tiled = f;
+    if (v.cpu_forward == fwd_of("tiled")) tiled = f;
   }
   ASSERT_FALSE(tiled.O.empty());
   for (const VersionInfo& v : versions())
-    if (v.cpu_backward != nullptr && v.cpu_forward == nullptr)
+    if (v.cpu_backward != nullptr && v.cpu_forward == nullptr && !v.exercise)
       check_backward(v.id, v.cpu_backward, p, in, tiled, opt, ref_g, lowp_g);
-  check_backward("no-lse", cpu::no_lse_backward, p, in, tiled, opt, ref_g, lowp_g);
+  check_backward("no-lse", lab::no_lse_backward, p, in, tiled, opt, ref_g, lowp_g);
 }
 
 TEST(CpuVersions, MatchTheReferenceInFp64) {
@@ -168,8 +171,9 @@ TEST(CpuVersions, RowsThatSeeNoKey) {
     Counters cnt;
     Forward tiled;
     poison(tiled, p, false);
-    cpu::tiled_forward(p, in, opt, tiled, cnt);
+    fwd_of("tiled")(p, in, opt, tiled, cnt);
     for (const VersionInfo& v : versions()) {
+      if (v.exercise) continue;  // the starters: tests/test_exercises.cpp
       if (v.cpu_backward == nullptr) continue;
       SCOPED_TRACE(v.id);
       Forward own;
@@ -201,10 +205,9 @@ TEST(CpuVersions, RejectBadTilesAndMissingForward) {
   Gradients g;
   CpuOptions zero_tiles;
   zero_tiles.Br = 0;
-  EXPECT_THROW(cpu::tiled_forward(p, in, zero_tiles, f, cnt), std::invalid_argument);
-  EXPECT_THROW(cpu::atomic_dq_backward(p, in, Forward{}, CpuOptions{}, g, cnt),
-               std::invalid_argument);
-  EXPECT_THROW(cpu::naive_backward(p, in, Forward{}, CpuOptions{}, g, cnt), std::invalid_argument);
+  EXPECT_THROW(fwd_of("tiled")(p, in, zero_tiles, f, cnt), std::invalid_argument);
+  EXPECT_THROW(bwd_of("atomic-dq")(p, in, Forward{}, CpuOptions{}, g, cnt), std::invalid_argument);
+  EXPECT_THROW(bwd_of("naive")(p, in, Forward{}, CpuOptions{}, g, cnt), std::invalid_argument);
 }
 
 }  // namespace

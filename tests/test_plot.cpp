@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 
 #include "labs/lab.h"
 #include "plot/plot.h"
 #include "report/json_doc.h"
+#include "test_cli_helpers.h"
 
 namespace flashlab {
 
@@ -136,6 +138,84 @@ TEST(Plot, EscapesTextAndRejectsReportsItCannotDraw) {
   json no_column = lab_json("cost", "en");
   no_column["tables"][0]["columns"].erase(no_column["tables"][0]["columns"].begin() + 4);
   EXPECT_THROW(plot_svg(no_column), std::invalid_argument);
+}
+
+// The same through the command line, with reports a user may hand it.
+
+using testing::CliResult;
+using testing::quoted;
+using testing::run_cli;
+using testing::ScratchDir;
+
+TEST(PlotCli, ExtremeNumbersFinishWithAWellFormedSvg) {
+  ScratchDir dir;
+  ASSERT_EQ(run_cli("bench --backend cpu --N 16,32 -d 64 --repeats 1 --warmup 0 --json " +
+                    quoted(dir / "bench.json"))
+                .status,
+            0);
+  const json bench = json::parse(testing::slurp(dir / "bench.json"));
+  std::vector<std::string> svgs;
+  int k = 0;
+  // Each value beside its neighbour towards zero: a range one ulp wide, far from zero.
+  for (double x : {-1e17, 1e17, 1.7e308, -1.7e308, 5e-324, 0.0, -0.0, 1e-300}) {
+    json doc = bench;
+    int i = 0;
+    for (json& row : doc["tables"][0]["rows"]) row["tflops"] = i++ % 2 ? std::nextafter(x, 0.0) : x;
+    const std::string in = dir / ("r" + std::to_string(k) + ".json");
+    const std::string out = dir / ("r" + std::to_string(k++) + ".svg");
+    std::ofstream(in) << doc.dump();
+    const CliResult r = run_cli("plot " + quoted(in) + " -o " + quoted(out), 30);
+    EXPECT_EQ(r.status, 0) << "tflops " << x << ": " << r.err;
+    svgs.push_back(out);
+  }
+  json mixed = bench;  // every extreme in one panel, and on the log x axis
+  double xs[] = {-1e17, 1.7e308, 5e-324, 3.0};
+  for (size_t i = 0; i < mixed["tables"][0]["rows"].size(); ++i) {
+    mixed["tables"][0]["rows"][i]["tflops"] = xs[i % 4];
+    mixed["tables"][0]["rows"][i]["N"] = xs[(i + 1) % 4];
+  }
+  std::ofstream(dir / "mixed.json") << mixed.dump();
+  const CliResult r =
+      run_cli("plot " + quoted(dir / "mixed.json") + " -o " + quoted(dir / "mixed.svg"), 30);
+  EXPECT_EQ(r.status, 0) << r.err;
+  svgs.push_back(dir / "mixed.svg");
+  bool ok = false;
+  const std::string log = testing::check_xml(svgs, ok);
+  EXPECT_TRUE(ok) << log;
+}
+
+TEST(PlotCli, MalformedReportsAreBadInput) {
+  ScratchDir dir;
+  ASSERT_EQ(run_cli("lab cost --json " + quoted(dir / "cost.json")).status, 0);
+  const json cost = json::parse(testing::slurp(dir / "cost.json"));
+  const auto mutate = [&](const std::string& name, const std::function<void(json&)>& f) {
+    json doc = cost;
+    f(doc);
+    std::ofstream(dir / name) << doc.dump();
+    const CliResult r = run_cli("plot " + quoted(dir / name) + " -o " + quoted(dir / "x.svg"));
+    EXPECT_EQ(r.status, 2) << name << ": " << r.err;
+    EXPECT_EQ(testing::count_lines(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << "the library's words: " << r.err;
+    EXPECT_FALSE(fs::exists(dir / "x.svg"));
+  };
+  mutate("schema_number.json", [](json& d) { d["schema"] = 5; });
+  mutate("command_number.json", [](json& d) { d["command"] = 5; });
+  mutate("tables_object.json", [](json& d) { d["tables"] = json::object(); });
+  mutate("key_number.json", [](json& d) { d["tables"][0]["columns"][0]["key"] = 7; });
+  mutate("title_null.json", [](json& d) { d["tables"][0]["title"] = nullptr; });
+  mutate("row_array.json", [](json& d) { d["tables"][0]["rows"][0] = json::array({1, 2}); });
+  mutate("cell_object.json", [](json& d) { d["tables"][0]["rows"][0]["N"] = json::object(); });
+  mutate("gpu_string.json", [](json& d) { d["machine"]["gpu"] = "H200"; });
+  mutate("tool_version_number.json", [](json& d) { d["tool"]["version"] = 1; });
+}
+
+TEST(PlotCli, LabAllReportDrawsItsCostTable) {
+  ScratchDir dir;
+  ASSERT_EQ(run_cli("lab all --backend cpu --json " + quoted(dir / "labs.json")).status, 0);
+  const CliResult r =
+      run_cli("plot " + quoted(dir / "labs.json") + " -o " + quoted(dir / "labs.svg"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(testing::slurp(dir / "labs.svg").find("IO (2 bytes per element)"), std::string::npos);
 }
 
 }  // namespace flashlab

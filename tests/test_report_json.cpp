@@ -1,9 +1,9 @@
 // The JSON document (flashlab.report/v1) and atomic file writing.
-#include "build_info.h"
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "build_info.h"
 #include "report/json_doc.h"
 #include "test_cli_helpers.h"
 #include "util/error.h"
@@ -87,13 +87,13 @@ TEST(Files, AtomicWriteLeavesOnlyTheTarget) {
 
 TEST(Files, OutputChecksCreateNothing) {
   ScratchDir dir;
-  EXPECT_NO_THROW(check_output_file(dir / "r.json"));
-  EXPECT_NO_THROW(check_output_dir(dir / "new/deeper"));
+  EXPECT_NO_THROW(output_file("--json", dir / "r.json"));
+  EXPECT_NO_THROW(output_dir("--dump", dir / "new/deeper", nullptr));
   EXPECT_TRUE(dir.entries().empty());
-  EXPECT_THROW(check_output_file(dir / "no/such/dir/r.json"), UsageError);
-  EXPECT_THROW(check_output_file(dir.path().string()), UsageError);  // a directory
+  EXPECT_THROW(output_file("--json", dir / "no/such/dir/r.json"), UsageError);
+  EXPECT_THROW(output_file("--json", dir.path().string()), UsageError);  // a directory
   write_file_atomic(dir / "f", "x");
-  EXPECT_THROW(check_output_dir(dir / "f"), UsageError);  // a file, not a directory
+  EXPECT_THROW(output_dir("--dump", dir / "f", nullptr), UsageError);  // a file, not a directory
 }
 
 }  // namespace flashlab

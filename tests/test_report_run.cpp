@@ -9,6 +9,7 @@
 #include "run/budget.h"
 #include "run/compare.h"
 #include "run/runner.h"
+#include "test_cli_helpers.h"
 
 namespace flashlab {
 
@@ -53,6 +54,38 @@ TEST(Compare, MaxAbsRelAndNonFinite) {
   EXPECT_FALSE(compare_lse({NAN, 3.0}, {-INFINITY, 3.0}).finite);
   EXPECT_TRUE(bitwise_equal({0.1, -0.0}, {0.1, -0.0}));
   EXPECT_FALSE(bitwise_equal({0.0}, {-0.0}));
+}
+
+// Norms are accumulated scaled: the squares of 1e-300 underflow to 0 and those of 1e200 overflow,
+// yet the relative error of such tensors is an ordinary number.
+TEST(Compare, RelativeErrorOfTinyAndHugeValues) {
+  for (double unit : {1e-300, 1e-160, 1.0, 1e150, 1e300}) {
+    const ErrorStats e = compare({1.0 * unit, 2.0 * unit, 2.0 * unit}, {unit, 2 * unit, 0.0});
+    EXPECT_NEAR(e.rel, 2.0 / std::sqrt(5.0), 1e-15) << unit;
+    const ErrorStats zeros = compare({0.0, 0.0}, {3 * unit, 4 * unit});
+    EXPECT_NEAR(zeros.rel, 1.0, 1e-15) << unit;
+  }
+  Norm2 n;
+  for (double v : {3e-310, -4e-310}) n.add(v);
+  EXPECT_NEAR(n.value() / 5e-310, 1.0, 1e-10);
+}
+
+// Through the command line: with a scale of 1e-300, dQ and dK (both scaled) underflow to 0 in fp32
+// while the reference's do not, and the report must say so (rel 1), not rel 0.
+TEST(Compare, UnderflowedGradientsAreReportedAsWrong) {
+  testing::ScratchDir dir;
+  const testing::CliResult r = testing::run_cli(
+      "run -N 8 -d 4 --scale 1e-300 --versions tiled,recompute --repeats 1 --warmup 0 --json " +
+      testing::quoted(dir / "r.json"));
+  ASSERT_LE(r.status, 1) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(testing::slurp(dir / "r.json"));
+  int rows = 0;
+  for (const auto& row : doc["tables"][0]["rows"])
+    if (row["version"] == "recompute" && row["output"] != "dV") {
+      ++rows;
+      EXPECT_NEAR(row["rel"].get<double>(), 1.0, 1e-12) << row.dump();
+    }
+  EXPECT_EQ(rows, 2);
 }
 
 TEST(Budget, DefinitionHolds) {

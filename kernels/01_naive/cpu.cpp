@@ -18,7 +18,7 @@
 
 #include "common/cpu_tiles.h"
 #include "core/dtype.h"
-#include "cpu_versions.h"
+#include "version_folder.h"
 
 namespace flashlab::cpu {
 
@@ -164,7 +164,15 @@ void backward_head(const Problem& p, const Inputs& in, const Forward& fwd, const
   }
 }
 
-}  // namespace
+// One head at a time: the forward's Q, K^T, V and S, or the backward's P, dS, Q, dO, K, V^T; and
+// each thread's accumulator of one block.
+int64_t naive_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  const Shape& s = p.shape;
+  const int64_t nn = s.Nq * s.Nk, qd = s.Nq * s.d, kd = s.Nk * s.d;
+  const int64_t fwd = qd + 2 * kd + nn, bwd = 2 * nn + 2 * qd + 2 * kd;
+  const int64_t block = std::max(std::min<int64_t>(o.Br, s.Nq), std::min<int64_t>(o.Bc, s.Nk));
+  return compute_bytes(p.dtype) * (std::max(fwd, bwd) + thread_count(o, p) * block * s.d);
+}
 
 void naive_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
                    Counters& cnt) {
@@ -209,4 +217,24 @@ void naive_backward(const Problem& p, const Inputs& in, const Forward& fwd, cons
   }
 }
 
+// S and P, one fp32 N x N matrix each per head, plus D.
+int64_t naive_workspace(const Problem& p, const CpuOptions&) {
+  const Shape& s = p.shape;
+  return 2 * s.heads() * s.Nq * s.Nk * 4 + s.lse_elems() * 4;
+}
+
+}  // namespace
+
 }  // namespace flashlab::cpu
+
+FLASHLAB_VERSION({
+    .id = "naive",
+    .pass = Pass::both,
+    .idea = "S and P materialised in memory (N x N per head); the textbook backward from stored P",
+    .deterministic = false,
+    .workspace = "2*B*H*Nq*Nk*4 (S, P fp32) + B*H*Nq*4 (D)",
+    .workspace_bytes = cpu::naive_workspace,
+    .cpu_forward = cpu::naive_forward,
+    .cpu_backward = cpu::naive_backward,
+    .cpu_scratch_bytes = cpu::naive_scratch_bytes,
+});

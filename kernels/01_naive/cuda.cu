@@ -258,6 +258,9 @@ void naive_backward(const DeviceTensors& t) {
 
 }  // namespace
 
-const Version naive{naive_check, naive_workspace, naive_forward, naive_backward};
-
 }  // namespace flashlab::cuda
+
+FLASHLAB_CUDA_VERSION({.check = naive_check,
+                       .workspace_bytes = naive_workspace,
+                       .forward = naive_forward,
+                       .backward = naive_backward});

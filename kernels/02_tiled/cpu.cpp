@@ -15,7 +15,7 @@
 
 #include "common/cpu_tiles.h"
 #include "core/dtype.h"
-#include "cpu_versions.h"
+#include "version_folder.h"
 
 namespace flashlab::cpu {
 
@@ -111,7 +111,12 @@ void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out
   cnt += total;
 }
 
-}  // namespace
+// Each thread's Tile.
+int64_t tiled_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  const int64_t Br = o.Br, Bc = o.Bc, d = p.shape.d;
+  const int64_t tile = 2 * Br * d + 2 * Bc * d + Br * Bc + 2 * Br;  // Q, O; K^T, V; S; m, l
+  return compute_bytes(p.dtype) * thread_count(o, p) * tile;
+}
 
 void tiled_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
                    Counters& cnt) {
@@ -120,4 +125,22 @@ void tiled_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forw
   with_compute_type(p.dtype, [&](auto zero) { tiled<decltype(zero)>(p, in, o, out, cnt); });
 }
 
+int64_t no_workspace(const Problem&, const CpuOptions&) {
+  return 0;
+}
+
+}  // namespace
+
 }  // namespace flashlab::cpu
+
+FLASHLAB_VERSION({
+    .id = "tiled",
+    .pass = Pass::fwd,
+    .idea = "FA2 forward: outer loop over Q blocks, online softmax, writes O and LSE only",
+    .deterministic = true,
+    .workspace = "0",
+    .workspace_bytes = cpu::no_workspace,
+    .cpu_forward = cpu::tiled_forward,
+    .cpu_backward = nullptr,
+    .cpu_scratch_bytes = cpu::tiled_scratch_bytes,
+});

@@ -38,12 +38,14 @@
 #include <cmath>
 #include <string>
 
-#include "02_tiled/fwd_launch.h"
 #include "cuda/device_api.h"
+#include "fwd_launch.h"
 
 namespace flashlab::cuda {
 
 namespace {
+
+namespace tiled_fwd = FLASHLAB_FOLDER::tiled_fwd;
 
 std::string tiled_check(const Problem& p) {
   const Shape& s = p.shape;
@@ -101,6 +103,8 @@ void tiled_forward(const DeviceTensors& t) {
 
 }  // namespace
 
-const Version tiled{tiled_check, tiled_workspace, tiled_forward, nullptr};
-
 }  // namespace flashlab::cuda
+
+FLASHLAB_CUDA_VERSION({.check = tiled_check,
+                       .workspace_bytes = tiled_workspace,
+                       .forward = tiled_forward});

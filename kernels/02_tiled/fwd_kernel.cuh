@@ -5,11 +5,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "02_tiled/fwd_launch.h"
 #include "common/check.cuh"
 #include "common/mma.cuh"
+#include "fwd_launch.h"
 
-namespace flashlab::cuda::tiled_fwd {
+namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd {
 
 // Block shape per head dim. Every warp owns kRowsPerWarp query rows for the whole loop and holds
 // their S tile and O accumulator in registers; K and V tiles are shared by all warps. Q fragments
@@ -329,4 +329,4 @@ void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream) {
   FLASHLAB_CHECK_LAUNCH();
 }
 
-}  // namespace flashlab::cuda::tiled_fwd
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd

@@ -1,11 +1,12 @@
 // What cuda.cu needs to launch the tiled forward: its parameters, and one launcher per
 // (dtype, head dim, causal), each compiled in its own fwd_<dtype>_d<D>.cu so the build
-// parallelises.
+// parallelises. The names live under FLASHLAB_FOLDER (set by the build for this folder, see
+// src/version_folder.h), so a copy of the folder made by `flashlab new --from tiled` has its own.
 #pragma once
 
 #include <cuda_runtime.h>
 
-namespace flashlab::cuda::tiled_fwd {
+namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd {
 
 // One [B, H, N, d] problem; blockIdx.y walks the B*H heads, each head contiguous.
 struct FwdParams {
@@ -22,4 +23,4 @@ struct FwdParams {
 template <class T, int D, bool kCausal>
 void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream);
 
-}  // namespace flashlab::cuda::tiled_fwd
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/cpu_bwd.h"
-#include "cpu_versions.h"
+#include "version_folder.h"
 
 namespace flashlab::cpu {
 
@@ -74,7 +74,10 @@ void recompute(const Problem& p, const Inputs& in, const Forward& fwd, const Cpu
   outer_q_dq_pass(p, in, fwd.LSE, D, o, g, cnt);
 }
 
-}  // namespace
+// D and the outer-K pass's tiles (the outer-Q pass, which runs after it, keeps fewer).
+int64_t recompute_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return outer_k_scratch_bytes(p, o);
+}
 
 void recompute_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
                         Gradients& g, Counters& cnt) {
@@ -83,4 +86,24 @@ void recompute_backward(const Problem& p, const Inputs& in, const Forward& fwd, 
   with_compute_type(p.dtype, [&](auto zero) { recompute<decltype(zero)>(p, in, fwd, o, g, cnt); });
 }
 
+// D = rowsum(O * dO), fp32, one per query row.
+int64_t recompute_workspace(const Problem& p, const CpuOptions&) {
+  return p.shape.lse_elems() * 4;
+}
+
+}  // namespace
+
 }  // namespace flashlab::cpu
+
+FLASHLAB_VERSION({
+    .id = "recompute",
+    .pass = Pass::bwd,
+    .idea = "no N x N storage: D = rowsum(O*dO) first, S and P recomputed from LSE; dK,dV by an "
+            "outer-K pass and dQ by a separate outer-Q pass (no atomics, 7 matmuls)",
+    .deterministic = true,
+    .workspace = "2*B*H*Nq*4 (D, LSE*log2e)",
+    .workspace_bytes = cpu::recompute_workspace,
+    .cpu_forward = nullptr,
+    .cpu_backward = cpu::recompute_backward,
+    .cpu_scratch_bytes = cpu::recompute_scratch_bytes,
+});

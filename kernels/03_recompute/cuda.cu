@@ -87,9 +87,8 @@ void recompute_backward(const DeviceTensors& t) {
 
 }  // namespace
 
-const Version recompute{.check = bwd_check,
-                        .workspace_bytes = recompute_workspace,
-                        .forward = nullptr,
-                        .backward = recompute_backward};
-
 }  // namespace flashlab::cuda
+
+FLASHLAB_CUDA_VERSION({.check = bwd_check,
+                       .workspace_bytes = recompute_workspace,
+                       .backward = recompute_backward});

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/cpu_bwd.h"
-#include "cpu_versions.h"
+#include "version_folder.h"
 
 namespace flashlab::cpu {
 
@@ -57,7 +57,10 @@ void atomic_dq(const Problem& p, const Inputs& in, const Forward& fwd, const Cpu
     g.dQ[e] = round_to(p.dtype, static_cast<double>(scale * accum[e]));
 }
 
-}  // namespace
+// D, the outer-K pass's tiles and the dQ accumulator.
+int64_t atomic_dq_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems();
+}
 
 void atomic_dq_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
                         Gradients& g, Counters& cnt) {
@@ -66,4 +69,24 @@ void atomic_dq_backward(const Problem& p, const Inputs& in, const Forward& fwd, 
   with_compute_type(p.dtype, [&](auto zero) { atomic_dq<decltype(zero)>(p, in, fwd, o, g, cnt); });
 }
 
+// D plus one fp32 dQ accumulator.
+int64_t atomic_dq_workspace(const Problem& p, const CpuOptions&) {
+  return p.shape.lse_elems() * 4 + p.shape.q_elems() * 4;
+}
+
+}  // namespace
+
 }  // namespace flashlab::cpu
+
+FLASHLAB_VERSION({
+    .id = "atomic-dq",
+    .pass = Pass::bwd,
+    .idea = "FA2's single outer-K pass (5 matmuls): dQ partials atomically added into an fp32 "
+            "buffer, then a convert pass scales and casts",
+    .deterministic = false,
+    .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator)",
+    .workspace_bytes = cpu::atomic_dq_workspace,
+    .cpu_forward = nullptr,
+    .cpu_backward = cpu::atomic_dq_backward,
+    .cpu_scratch_bytes = cpu::atomic_dq_scratch_bytes,
+});

@@ -50,9 +50,8 @@ void atomic_backward(const DeviceTensors& t) {
 
 }  // namespace
 
-const Version atomic_dq{.check = bwd_check,
-                        .workspace_bytes = atomic_workspace,
-                        .forward = nullptr,
-                        .backward = atomic_backward};
-
 }  // namespace flashlab::cuda
+
+FLASHLAB_CUDA_VERSION({.check = bwd_check,
+                       .workspace_bytes = atomic_workspace,
+                       .backward = atomic_backward});

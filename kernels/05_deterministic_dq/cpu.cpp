@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/cpu_bwd.h"
-#include "cpu_versions.h"
+#include "version_folder.h"
 
 namespace flashlab::cpu {
 
@@ -67,7 +67,11 @@ void deterministic_dq(const Problem& p, const Inputs& in, const Forward& fwd, co
   cnt += total;
 }
 
-}  // namespace
+// D, the outer-K pass's tiles (the convert pass's sums are fewer) and one dQ split per K block.
+int64_t deterministic_dq_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  const int64_t splits = Blocks{p.shape.Nk, o.Bc}.count();
+  return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * splits * p.shape.q_elems();
+}
 
 void deterministic_dq_backward(const Problem& p, const Inputs& in, const Forward& fwd,
                                const CpuOptions& o, Gradients& g, Counters& cnt) {
@@ -77,4 +81,28 @@ void deterministic_dq_backward(const Problem& p, const Inputs& in, const Forward
                     [&](auto zero) { deterministic_dq<decltype(zero)>(p, in, fwd, o, g, cnt); });
 }
 
+// D and LSE * log2(e) plus one fp32 dQ split per K block: the CPU twin's layout, and the upper
+// bound of the CUDA version, which keeps only nsplits <= ceil(Nk/Bc) splits (a few per head, enough
+// to fill the GPU; its workspace_bytes gives the exact figure for the device it runs on).
+int64_t deterministic_dq_workspace(const Problem& p, const CpuOptions& o) {
+  const int64_t splits = (p.shape.Nk + o.Bc - 1) / o.Bc;
+  return 2 * p.shape.lse_elems() * 4 + splits * p.shape.q_elems() * 4;
+}
+
+}  // namespace
+
 }  // namespace flashlab::cpu
+
+FLASHLAB_VERSION({
+    .id = "deterministic-dq",
+    .pass = Pass::bwd,
+    .idea = "like atomic-dq, but each K-block worker adds into its own dQ split; the convert pass "
+            "sums splits in a fixed order, so dQ is bitwise reproducible",
+    .deterministic = true,
+    .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + S*B*H*Nq*d*4 (fp32 dQ splits; S = ceil(Nk/Bc) on "
+                 "the CPU, CUDA bounds S to a few per head that fill the GPU)",
+    .workspace_bytes = cpu::deterministic_dq_workspace,
+    .cpu_forward = nullptr,
+    .cpu_backward = cpu::deterministic_dq_backward,
+    .cpu_scratch_bytes = cpu::deterministic_dq_scratch_bytes,
+});

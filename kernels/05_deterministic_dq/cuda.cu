@@ -55,9 +55,8 @@ void deterministic_backward(const DeviceTensors& t) {
 
 }  // namespace
 
-const Version deterministic_dq{.check = bwd_check,
-                               .workspace_bytes = deterministic_workspace,
-                               .forward = nullptr,
-                               .backward = deterministic_backward};
-
 }  // namespace flashlab::cuda
+
+FLASHLAB_CUDA_VERSION({.check = bwd_check,
+                       .workspace_bytes = deterministic_workspace,
+                       .backward = deterministic_backward});

@@ -2,7 +2,7 @@
 // side (cuda.cu) builds one kernel per line, in this order; `flashlab lab hopper` times them.
 #pragma once
 
-namespace flashlab::rung6 {
+namespace flashlab::FLASHLAB_FOLDER {
 
 struct AblationLine {
   const char* id;    // "hopper", "no-tma", ...
@@ -28,4 +28,4 @@ inline constexpr AblationLine kAblation[] = {
     {"no-persistent", "6c", "one block per tile instead of one block per SM walking many tiles"},
 };
 
-}  // namespace flashlab::rung6
+}  // namespace flashlab::FLASHLAB_FOLDER

@@ -17,10 +17,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "06_hopper/schedule.h"
 #include "common/cpu_tiles.h"
 #include "core/dtype.h"
-#include "cpu_versions.h"
+#include "schedule.h"
+#include "version_folder.h"
 
 namespace flashlab::cpu {
 
@@ -80,9 +80,10 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t h = 0; h < s.heads(); ++h)
       for (int64_t i = 0; i < qb.count(); ++i) {
-        const rung6::BlockSchedule sc = rung6::block_schedule(
-            o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
-            static_cast<int>(p.causal_offset()), static_cast<int>(i));
+        const ::flashlab::FLASHLAB_FOLDER::BlockSchedule sc =
+            ::flashlab::FLASHLAB_FOLDER::block_schedule(
+                o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
+                static_cast<int>(p.causal_offset()), static_cast<int>(i));
         const int64_t r0 = qb.begin(i), rows = qb.size(i);
         total.tiles_computed += sc.n_kv;
         total.tiles_skipped += kb.count() - sc.n_kv;
@@ -125,7 +126,12 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
   cnt += total;
 }
 
-}  // namespace
+// Each thread's tiles (as tiled's: Q, O; K^T, V; S; m, l).
+int64_t hopper_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  const int64_t Br = o.Br, Bc = o.Bc, d = p.shape.d;
+  const int64_t tile = 2 * Br * d + 2 * Bc * d + Br * Bc + 2 * Br;
+  return compute_bytes(p.dtype) * thread_count(o, p) * tile;
+}
 
 void hopper_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
                     Counters& cnt) {
@@ -134,4 +140,24 @@ void hopper_forward(const Problem& p, const Inputs& in, const CpuOptions& o, For
   with_compute_type(p.dtype, [&](auto zero) { hopper_fwd<decltype(zero)>(p, in, o, out, cnt); });
 }
 
+int64_t no_workspace(const Problem&, const CpuOptions&) {
+  return 0;
+}
+
+}  // namespace
+
 }  // namespace flashlab::cpu
+
+FLASHLAB_VERSION({
+    .id = "hopper",
+    .pass = Pass::fwd,
+    .idea = "the Hopper machinery (FA3): tiles by the bulk tensor copy engine on mbarriers from a "
+            "producer warpgroup, asynchronous warpgroup products (wgmma), consumer warpgroups in "
+            "pingpong so softmax overlaps the products (sm_90a only)",
+    .deterministic = true,
+    .workspace = "0",
+    .workspace_bytes = cpu::no_workspace,
+    .cpu_forward = cpu::hopper_forward,
+    .cpu_backward = nullptr,
+    .cpu_scratch_bytes = cpu::hopper_scratch_bytes,
+});

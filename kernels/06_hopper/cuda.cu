@@ -40,35 +40,31 @@
 #include <iterator>
 #include <string>
 
-#include "06_hopper/ablation.h"
-#include "06_hopper/fwd_params.h"
+#include "ablation.h"
 #include "common/check.cuh"
 #include "common/tensor_map.h"
 #include "cuda/device_api.h"
 #include "cuda/runner.h"
+#include "fwd_params.h"
+#include "util/error.h"
 
 namespace flashlab::cuda {
 
 namespace {
 
-// Empty when this build and this GPU can run the rung; otherwise why not.
-std::string hopper_unavailable() {
-#ifndef FLASHLAB_HAVE_SM90A
-  return "this build has no sm_90a code (FLASHLAB_CUDA_GENCODE lacks "
-         "-gencode=arch=compute_90a,code=sm_90a)";
-#else
-  const DeviceInfo& d = device_info();
-  if (!d.present) return "no CUDA device: " + d.why_absent;
-  if (d.cc_major != 9 || d.cc_minor != 0)
-    return "needs an sm_90 GPU (H100, H200: wgmma, setmaxnreg); " + d.name + " is sm_" +
-           std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+namespace hopper_fwd = FLASHLAB_FOLDER::hopper_fwd;
+namespace plan = ::flashlab::FLASHLAB_FOLDER;
+
+// Empty when a GPU of this compute capability can run the rung (the build has already checked
+// that it made sm_90a code).
+std::string hopper_unavailable(int cc_major, int cc_minor) {
+  if (cc_major != 9 || cc_minor != 0)
+    return "needs an sm_90 GPU (H100, H200: wgmma, setmaxnreg); this one is sm_" +
+           std::to_string(cc_major) + std::to_string(cc_minor);
   return {};
-#endif
 }
 
 std::string hopper_check(const Problem& p) {
-  const std::string why = hopper_unavailable();
-  if (!why.empty()) return why;
   const Shape& s = p.shape;
   if (p.dtype != DType::f16 && p.dtype != DType::bf16)
     return "hopper on CUDA stores fp16 or bf16, not " + to_string(p.dtype);
@@ -79,6 +75,11 @@ std::string hopper_check(const Problem& p) {
   if (s.heads() > 65535) return "hopper's CUDA kernel handles at most 65535 heads (B*H)";
   if (s.Nq > (1 << 30) || s.Nk > (1 << 30)) return "hopper's CUDA kernel needs Nq, Nk < 2^30";
   if (!(p.softmax_scale() > 0.0)) return "hopper's CUDA kernel needs a positive softmax scale";
+  const DeviceInfo& d = device_info();
+  if (d.present) {
+    const std::string why = hopper_unavailable(d.cc_major, d.cc_minor);
+    if (!why.empty()) return why;
+  }
   return {};
 }
 
@@ -86,7 +87,6 @@ size_t hopper_workspace(const Problem&) {
   return 0;
 }
 
-#ifdef FLASHLAB_HAVE_SM90A
 using hopper_fwd::FwdParams;
 
 // The parameters of one forward: tensor maps over this problem's buffers (they hold the device
@@ -149,45 +149,45 @@ void ablation_forward(const DeviceTensors& t) {
   forward_for<kIdeas, __nv_bfloat16, 128>(t);
 }
 
-template <unsigned kIdeas>
-constexpr Version ablation_version() {
-  return Version{ablation_check, hopper_workspace, ablation_forward<kIdeas>, nullptr,
-                 hopper_unavailable};
+template <size_t kLine, unsigned kIdeas>
+AblationVariant variant() {
+  const plan::AblationLine& l = plan::kAblation[kLine];
+  return {l.id, l.idea, l.what,
+          Version{.check = ablation_check,
+                  .workspace_bytes = hopper_workspace,
+                  .forward = ablation_forward<kIdeas>,
+                  .unavailable = hopper_unavailable}};
 }
 
 // One kernel per line of kAblation (ablation.h), in its order.
-const Version kAblationVersions[] = {
-    ablation_version<hopper_fwd::kAllIdeas>(),
-    ablation_version<hopper_fwd::kWithoutTma>(),
-    ablation_version<hopper_fwd::kWithoutAsyncWgmma>(),
-    ablation_version<hopper_fwd::kWithoutWarpSpecialization>(),
-    ablation_version<hopper_fwd::kWithoutPingpong>(),
-    ablation_version<hopper_fwd::kWithoutIntraOverlap>(),
-    ablation_version<hopper_fwd::kWithoutTmaEpilogue>(),
-    ablation_version<hopper_fwd::kWithoutHeavyFirst>(),
-    ablation_version<hopper_fwd::kWithoutPersistent>(),
-};
-#endif
+std::span<const AblationVariant> hopper_ablation() {
+  static const AblationVariant variants[] = {
+      variant<0, hopper_fwd::kAllIdeas>(),
+      variant<1, hopper_fwd::kWithoutTma>(),
+      variant<2, hopper_fwd::kWithoutAsyncWgmma>(),
+      variant<3, hopper_fwd::kWithoutWarpSpecialization>(),
+      variant<4, hopper_fwd::kWithoutPingpong>(),
+      variant<5, hopper_fwd::kWithoutIntraOverlap>(),
+      variant<6, hopper_fwd::kWithoutTmaEpilogue>(),
+      variant<7, hopper_fwd::kWithoutHeavyFirst>(),
+      variant<8, hopper_fwd::kWithoutPersistent>(),
+  };
+  static_assert(std::size(variants) == std::size(plan::kAblation));
+  return variants;
+}
 
 }  // namespace
 
-#ifdef FLASHLAB_HAVE_SM90A
-namespace hopper_fwd {
+namespace FLASHLAB_FOLDER::hopper_fwd {
 int device_sms() {
   return device_info().sms;
 }
-}  // namespace hopper_fwd
-
-const Version hopper{hopper_check, hopper_workspace, hopper_forward, nullptr, hopper_unavailable};
-std::span<const Version> hopper_ablation() {
-  static_assert(std::size(kAblationVersions) == std::size(rung6::kAblation));
-  return kAblationVersions;
-}
-#else
-const Version hopper{hopper_check, hopper_workspace, nullptr, nullptr, hopper_unavailable};
-std::span<const Version> hopper_ablation() {
-  return {};
-}
-#endif
+}  // namespace FLASHLAB_FOLDER::hopper_fwd
 
 }  // namespace flashlab::cuda
+
+FLASHLAB_CUDA_VERSION({.check = hopper_check,
+                       .workspace_bytes = hopper_workspace,
+                       .forward = hopper_forward,
+                       .unavailable = hopper_unavailable,
+                       .ablation = hopper_ablation});

@@ -19,13 +19,13 @@
 
 #include <cmath>
 
-#include "06_hopper/fwd_epilogue.cuh"
-#include "06_hopper/fwd_producer.cuh"
 #include "common/mma.cuh"
 #include "common/sm90_sync.cuh"
 #include "common/sm90_wgmma.cuh"
+#include "fwd_epilogue.cuh"
+#include "fwd_producer.cuh"
 
-namespace flashlab::cuda::hopper_fwd {
+namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
 
 template <class T, int D, bool kCausal, unsigned kIdeaBits>
 struct Consumer {
@@ -271,4 +271,4 @@ struct Consumer {
   }
 };
 
-}  // namespace flashlab::cuda::hopper_fwd
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd

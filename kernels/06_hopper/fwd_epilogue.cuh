@@ -12,13 +12,13 @@
 
 #include <cmath>
 
-#include "06_hopper/fwd_schedule.cuh"
 #include "common/mma.cuh"
 #include "common/sm90_sync.cuh"
 #include "common/sm90_tma.cuh"
 #include "common/sm90_wgmma.cuh"
+#include "fwd_schedule.cuh"
 
-namespace flashlab::cuda::hopper_fwd {
+namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
 
 template <class T, int D, bool kCausal, unsigned kIdeaBits>
 __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
@@ -89,4 +89,4 @@ __device__ void store_empty_rows(const FwdParams& p, const BlockSchedule& sc, in
   if (t < 64 && row0 + t < p.Nq) p.lse[static_cast<int64_t>(head) * p.Nq + row0 + t] = -INFINITY;
 }
 
-}  // namespace flashlab::cuda::hopper_fwd
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd

@@ -8,10 +8,10 @@
 
 #include <algorithm>
 
-#include "06_hopper/fwd_consumer.cuh"
 #include "common/check.cuh"
+#include "fwd_consumer.cuh"
 
-namespace flashlab::cuda::hopper_fwd {
+namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
 
 // Threads: a producer warpgroup and the consumer warpgroups, or the consumers alone.
 template <class Tr, unsigned kIdeas>
@@ -112,4 +112,4 @@ void launch_fwd(const FwdParams& p, cudaStream_t stream) {
   FLASHLAB_CHECK_LAUNCH();
 }
 
-}  // namespace flashlab::cuda::hopper_fwd
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd

@@ -5,7 +5,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-namespace flashlab::cuda::hopper_fwd {
+namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
 
 // One [B*H, N, d] problem. The tensor maps describe Q, K, V and O for the bulk tensor copy engine
 // (3-d: columns, rows, heads; boxes of 64 columns); the raw pointers serve the variants of the
@@ -103,4 +103,4 @@ inline constexpr unsigned kWithoutPersistent = bits_of({.persistent = false});
 template <class T, int D, bool kCausal, unsigned kIdeas>
 void launch_fwd(const FwdParams& p, cudaStream_t stream);
 
-}  // namespace flashlab::cuda::hopper_fwd
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd

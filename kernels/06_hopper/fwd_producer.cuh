@@ -8,11 +8,11 @@
 // barrier when they land.
 #pragma once
 
-#include "06_hopper/fwd_schedule.cuh"
 #include "common/sm90_tma.cuh"
 #include "common/sm90_wgmma.cuh"
+#include "fwd_schedule.cuh"
 
-namespace flashlab::cuda::hopper_fwd {
+namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
 
 template <class T, int D, bool kCausal, unsigned kIdeaBits>
 struct Loader {
@@ -85,4 +85,4 @@ struct Loader {
   }
 };
 
-}  // namespace flashlab::cuda::hopper_fwd
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd

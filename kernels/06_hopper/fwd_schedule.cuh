@@ -18,10 +18,10 @@
 
 #include <cstdint>
 
-#include "06_hopper/fwd_params.h"
-#include "06_hopper/schedule.h"
+#include "fwd_params.h"
+#include "schedule.h"
 
-namespace flashlab::cuda::hopper_fwd {
+namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
 
 // Named barrier ids (0 is __syncthreads): kTurnBarrier + w is "consumer warpgroup w's turn on the
 // tensor cores" (256 threads meet: the 128 of w syncing, the 128 of the warpgroup before it
@@ -29,7 +29,7 @@ namespace flashlab::cuda::hopper_fwd {
 constexpr uint32_t kTurnBarrier = 1;
 constexpr uint32_t kEpilogueBarrierId = 5;
 
-using ::flashlab::rung6::BlockSchedule;
+using ::flashlab::FLASHLAB_FOLDER::BlockSchedule;
 
 struct Tile {
   int head;
@@ -44,7 +44,8 @@ __device__ Tile tile_of(const FwdParams& p, int tile) {
 
 template <int Br, int Bc, bool kCausal>
 __device__ BlockSchedule block_schedule(const FwdParams& p, int q_block) {
-  return ::flashlab::rung6::block_schedule(Br, Bc, kCausal, p.Nq, p.Nk, p.causal_offset, q_block);
+  return ::flashlab::FLASHLAB_FOLDER::block_schedule(Br, Bc, kCausal, p.Nq, p.Nk, p.causal_offset,
+                                                     q_block);
 }
 
 template <int D, bool kCausal>
@@ -95,4 +96,4 @@ struct Smem {
   }
 };
 
-}  // namespace flashlab::cuda::hopper_fwd
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd

@@ -14,7 +14,7 @@
 #define FLASHLAB_HD
 #endif
 
-namespace flashlab::rung6 {
+namespace flashlab::FLASHLAB_FOLDER {
 
 struct BlockSchedule {
   int q0;        // first query row of the block
@@ -48,4 +48,4 @@ FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool causal, int
   return s;
 }
 
-}  // namespace flashlab::rung6
+}  // namespace flashlab::FLASHLAB_FOLDER

@@ -95,6 +95,14 @@ struct KBlock {
   }
 };
 
+// Host bytes the backward twins allocate besides their outputs: D, and what each thread of
+// outer_k_pass keeps (a QBlock, a KBlock, P, dS, dQ, dK, dV), in the twin's compute type.
+inline int64_t outer_k_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  const int64_t Br = o.Br, Bc = o.Bc, d = p.shape.d;
+  const int64_t per_thread = (2 * Br * d + 2 * Br) + 3 * Bc * d + 2 * Br * Bc + Br * d + 2 * Bc * d;
+  return compute_bytes(p.dtype) * (p.shape.lse_elems() + thread_count(o, p) * per_thread);
+}
+
 // P = exp(scale Q_i K_j^T - LSE_i) for a rows x cols pair.
 template <class T>
 void recompute_P(T* P, const QBlock<T>& q, const KBlock<T>& k, int64_t rows, int64_t cols,

@@ -93,6 +93,11 @@ void with_compute_type(DType t, F&& f) {
     f(float{});
 }
 
+// Bytes of one element of the type with_compute_type picks: what a twin's own buffers hold.
+inline int64_t compute_bytes(DType t) {
+  return t == DType::f64 ? sizeof(double) : sizeof(float);
+}
+
 // rows x d block of a host tensor -> local array (row-major, d wide).
 template <class T>
 void load_rows(T* __restrict dst, const double* __restrict src, int64_t rows, int64_t d) {

@@ -18,11 +18,14 @@ struct BenchArgs {
   std::vector<std::string> dtypes;
   std::string causal = "both";
   std::string versions = "all";
-  int repeats = -1, warmup = -1;
+  int repeats = 0, warmup = 0;
   int threads = 0;
   uint64_t seed = 0;
   OutputOptions out;
+  CLI::Option *repeats_given = nullptr, *warmup_given = nullptr;
 };
+
+const std::vector<std::string> kTables = {"bench"};
 
 BenchConfig make_config(const BenchArgs& a) {
   BenchConfig b;
@@ -46,15 +49,14 @@ BenchConfig make_config(const BenchArgs& a) {
   else
     throw UsageError("unknown --causal '" + a.causal + "' (known: both, yes, no)");
   const bool cpu = b.backend == Backend::cpu;
-  b.repeats = a.repeats >= 0 ? a.repeats : cpu ? 3 : 10;
-  b.warmup = a.warmup >= 0 ? a.warmup : cpu ? 1 : 3;
+  b.repeats = a.repeats_given->count() ? a.repeats : cpu ? 3 : 10;
+  b.warmup = a.warmup_given->count() ? a.warmup : cpu ? 1 : 3;
   b.seed = a.seed;
   b.cpu.threads = a.threads;
   if (a.threads < 0 || a.threads > kMaxThreads)
     throw UsageError(fmt::format("--threads must be in 0..{} (got {})", kMaxThreads, a.threads));
   fill_bench_defaults(b);
   validate_bench(b);
-  check_output_options(a.out);
   return b;
 }
 
@@ -75,11 +77,12 @@ void register_bench(CLI::App& app, Action& action) {
   sub->add_option("--dtype", a.dtypes, "dtypes (default fp16,bf16; cpu: fp32)")->delimiter(',');
   sub->add_option("--causal", a.causal, "both, yes or no")->capture_default_str();
   sub->add_option("--versions", a.versions, version_ids_help())->capture_default_str();
-  sub->add_option("--repeats", a.repeats, "timed runs per point (default 10; cpu: 3)");
-  sub->add_option("--warmup", a.warmup, "untimed runs first (default 3; cpu: 1)");
+  a.repeats_given =
+      sub->add_option("--repeats", a.repeats, "timed runs per point (default 10; cpu: 3)");
+  a.warmup_given = sub->add_option("--warmup", a.warmup, "untimed runs first (default 3; cpu: 1)");
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
-  add_output_options(sub, a.out);
+  add_output_options(sub, a.out, kTables);
   sub->footer(R"(Examples:
   flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg
   flashlab bench --backend cuda -d 128 --dtype bf16 --causal no --versions tiled,deterministic-dq
@@ -90,10 +93,11 @@ smallest N (at most 1024); a version that fails there has ok = no on all its row
   sub->callback([&action] {
     action = [] {
       const BenchConfig b = make_config(a);
+      const Outputs out = check_outputs(a.out, kTables);
       Progress progress;
       const Report r = run_bench(b, progress);
       progress.clear();
-      return emit(r, a.out);
+      return emit(r, out);
     };
   });
 }

@@ -1,29 +1,57 @@
 #include "cli/common.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "registry.h"
 #include "report/json_doc.h"
 #include "util/error.h"
-#include "util/files.h"
 
 namespace flashlab::cli {
 
-void add_output_options(CLI::App* sub, OutputOptions& o) {
+std::string one_of(const std::vector<std::string>& items) {
+  std::string s;
+  for (size_t i = 0; i < items.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  return s;
+}
+
+void add_output_options(CLI::App* sub, OutputOptions& o,
+                        const std::vector<std::string>& table_ids) {
   sub->add_option("--json", o.json, "also write the report as JSON to FILE ('-' for stdout)")
       ->type_name("FILE");
   sub->add_option("--format", o.format, "how tables print: table, markdown or csv")
       ->type_name("FMT")
       ->capture_default_str();
-  sub->add_option("--table", o.table, "print only the table with this id")->type_name("ID");
+  sub->add_option("--table", o.table, "print only the table with this id: " + one_of(table_ids))
+      ->type_name("ID");
 }
 
-TextFormat check_output_options(const OutputOptions& o) {
-  TextFormat f;
-  if (!parse_text_format(o.format, f))
+Outputs check_outputs(const OutputOptions& o, const std::vector<std::string>& table_ids,
+                      const std::vector<OutputTarget>& others,
+                      const std::vector<std::string>& inputs) {
+  Outputs out;
+  if (!parse_text_format(o.format, out.format))
     throw UsageError("unknown --format '" + o.format + "' (known: table, markdown, csv)");
-  if (!o.json.empty() && o.json != "-") check_output_file(o.json);
-  return f;
+  if (!o.table.empty() &&
+      std::find(table_ids.begin(), table_ids.end(), o.table) == table_ids.end()) {
+    std::string ids;
+    for (const std::string& id : table_ids) ids += (ids.empty() ? "" : ", ") + id;
+    throw UsageError("no table '" + o.table + "' in this report (tables: " + ids + ")");
+  }
+  out.table = o.table;
+  std::vector<OutputTarget> all = others;
+  if (!o.json.empty()) {
+    out.json = output_file("--json", o.json);
+    all.push_back(out.json);
+  }
+  check_distinct(all, inputs);
+  for (const OutputTarget& t : all) out.text_to_stdout = out.text_to_stdout && !t.to_stdout();
+  return out;
+}
+
+std::string json_text(const Report& r) {
+  return to_json(r).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 std::string version_ids_help() {
@@ -36,6 +64,7 @@ std::string version_ids_help() {
 
 namespace {
 
+// A table the command can produce may still be absent (one that needs a GPU).
 void check_table(const Report& r, const std::string& id) {
   if (id.empty()) return;
   std::string ids;
@@ -46,49 +75,49 @@ void check_table(const Report& r, const std::string& id) {
   throw UsageError("no table '" + id + "' in this report (tables: " + ids + ")");
 }
 
-void write_json(const Report& r, const OutputOptions& o) {
-  const std::string text = to_json(r).dump(2) + "\n";
-  if (o.json == "-")
-    std::cout << text << std::flush;
-  else if (!o.json.empty())
-    write_file_atomic(o.json, text);
+void write_outputs(const Report& r, const Outputs& out, OutputSet& files) {
+  if (out.json.kind != OutputTarget::Kind::none) files.add_file(out.json, json_text(r));
+  std::cout << std::flush;
+  files.commit();
 }
 
 }  // namespace
 
-int emit(const Report& r, const OutputOptions& o) {
-  const TextFormat f = check_output_options(o);
-  check_table(r, o.table);
-  write_json(r, o);
-  if (o.json != "-") std::cout << render_report(r, f, o.table) << std::flush;
+int emit(const Report& r, const Outputs& out, OutputSet& files) {
+  check_table(r, out.table);
+  const std::string text = out.text_to_stdout ? render_report(r, out.format, out.table) : "";
+  write_outputs(r, out, files);
+  std::cout << text << std::flush;
   return r.ok ? 0 : kExitFailed;
 }
 
-int emit_sections(const std::vector<std::pair<std::string, Report>>& sections, const Report& merged,
-                  const OutputOptions& o) {
-  const TextFormat f = check_output_options(o);
-  check_table(merged, o.table);
-  write_json(merged, o);
-  if (o.json != "-") {
-    bool first = true;
-    for (const auto& [heading, r] : sections) {
-      if (!o.table.empty()) {
-        bool has = false;
-        for (const Table& t : r.tables) has = has || t.id == o.table;
-        if (!has) continue;
-      }
-      if (!first) std::cout << "\n";
-      first = false;
-      if (f == TextFormat::markdown)
-        std::cout << "### " << heading << "\n\n";
-      else if (f == TextFormat::csv)
-        std::cout << "# == " << heading << " ==\n";
-      else
-        std::cout << "== " << heading << " ==\n\n";
-      std::cout << render_report(r, f, o.table);
+int emit(const Report& r, const Outputs& out) {
+  OutputSet files;
+  return emit(r, out, files);
+}
+
+int emit_sections(const std::vector<Section>& sections, const Report& merged, const Outputs& out) {
+  check_table(merged, out.table);
+  std::string text;
+  for (const Section& s : sections) {
+    std::string only;  // the section's own id of the one table asked for
+    if (!out.table.empty()) {
+      for (const Table& t : s.report.tables)
+        if (s.name + "." + t.id == out.table) only = t.id;
+      if (only.empty()) continue;
     }
-    std::cout << std::flush;
+    if (!text.empty()) text += "\n";
+    if (out.format == TextFormat::markdown)
+      text += "### " + s.heading + "\n\n";
+    else if (out.format == TextFormat::csv)
+      text += "# == " + s.heading + " ==\n";
+    else
+      text += "== " + s.heading + " ==\n\n";
+    text += render_report(s.report, out.format, only);
   }
+  OutputSet files;
+  write_outputs(merged, out, files);
+  if (out.text_to_stdout) std::cout << text << std::flush;
   return merged.ok ? 0 : kExitFailed;
 }
 

@@ -1,5 +1,5 @@
-// What every subcommand shares: the output options (--json, --format, --table), printing a Report,
-// and the registration hooks main() calls.
+// What every subcommand shares: the output options (--json, --format, --table), checking every
+// output before any work, writing them whole, printing a Report, and the registration hooks.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,11 +10,16 @@
 
 #include "report/render.h"
 #include "report/report.h"
+#include "util/files.h"
 
 namespace flashlab::cli {
 
 // What a parsed subcommand does; returns the exit status.
 using Action = std::function<int()>;
+
+// The whole command line: every subcommand registered on `app`; `action` is set by the one parsed.
+// Integer options read decimal digits only, and no option takes an empty value.
+void build_app(CLI::App& app, Action& action);
 
 struct OutputOptions {
   std::string json;  // file, "-" for stdout, empty for none
@@ -22,21 +27,44 @@ struct OutputOptions {
   std::string table;  // print only this table
 };
 
-void add_output_options(CLI::App* sub, OutputOptions& o);
+// `table_ids`: the tables the command can produce, for --table's help.
+void add_output_options(CLI::App* sub, OutputOptions& o, const std::vector<std::string>& table_ids);
 
-// Before any work: the format is known and the JSON file can be written.
-TextFormat check_output_options(const OutputOptions& o);
+// The output options resolved before any work: the text format, the --table id checked against the
+// tables the command can produce, the JSON target, and every output of the command (`others`: -o,
+// --dump) checked against the rest and against the command's input files.
+struct Outputs {
+  TextFormat format = TextFormat::table;
+  std::string table;
+  OutputTarget json;
+  bool text_to_stdout = true;  // false when an output goes to stdout
+};
+Outputs check_outputs(const OutputOptions& o, const std::vector<std::string>& table_ids,
+                      const std::vector<OutputTarget>& others = {},
+                      const std::vector<std::string>& inputs = {});
 
-// Writes the JSON (atomically) and prints the text. With --json - the JSON goes to stdout and the
-// text is not printed. Returns 0 when report.ok, else 1.
-int emit(const Report& r, const OutputOptions& o);
+// A report as the JSON text that is written (any bytes that are not UTF-8, such as a path's, are
+// replaced by U+FFFD).
+std::string json_text(const Report& r);
 
-// Several reports printed one after another (lab all), saved as one merged JSON document.
-int emit_sections(const std::vector<std::pair<std::string, Report>>& sections, const Report& merged,
-                  const OutputOptions& o);
+// Stages the JSON into `files` with whatever the command staged there already, commits them all,
+// and prints the text (unless an output went to stdout). Returns 0 when report.ok, else 1.
+int emit(const Report& r, const Outputs& out, OutputSet& files);
+int emit(const Report& r, const Outputs& out);
+
+// Several reports printed one after another (lab all), saved as one merged JSON document whose
+// table ids are "<section name>.<table id>".
+struct Section {
+  std::string name, heading;
+  Report report;
+};
+int emit_sections(const std::vector<Section>& sections, const Report& merged, const Outputs& out);
 
 // "comma-separated version ids (naive, tiled, ...) or all", from the registry.
 std::string version_ids_help();
+
+// "a, b or c"
+std::string one_of(const std::vector<std::string>& items);
 
 // Exit statuses.
 inline constexpr int kExitFailed = 1;  // a check in the report failed
@@ -49,5 +77,7 @@ void register_gradcheck(CLI::App& app, Action& action);
 void register_lab(CLI::App& app, Action& action);
 void register_bench(CLI::App& app, Action& action);
 void register_plot(CLI::App& app, Action& action);
+void register_verify(CLI::App& app, Action& action);  // cli/verify.cpp
+void register_new(CLI::App& app, Action& action);     // cli/new.cpp
 
 }  // namespace flashlab::cli

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/common.h"
 #include "run/config.h"
 #include "run/validate.h"
@@ -18,6 +20,7 @@ struct LabArgs {
   std::string lang = "en";
   std::string backend = "auto";
   uint64_t seed = 0;
+  std::string versions;  // empty: the lab's own choice
   OutputOptions out;
 };
 
@@ -27,16 +30,37 @@ std::string known_labs() {
   return s;
 }
 
+// The tables `lab NAME` can produce; `lab all` prefixes each with its lab's name.
+std::vector<std::string> lab_tables(const std::string& name) {
+  if (name == "list") return {"labs"};
+  std::vector<std::string> ids;
+  for (const LabInfo& l : labs())
+    if (name == "all" || name == l.name)
+      for (std::string_view id : l.tables)
+        ids.push_back((name == "all" ? std::string(l.name) + "." : std::string()) +
+                      std::string(id));
+  return ids;
+}
+
+std::vector<std::string> every_lab_table() {
+  std::vector<std::string> ids = lab_tables("list");
+  for (const LabInfo& l : labs())
+    for (const std::string& id : lab_tables(l.name)) ids.push_back(id);
+  for (const std::string& id : lab_tables("all")) ids.push_back(id + " (lab all)");
+  return ids;
+}
+
 Report list_labs(const std::string& lang) {
   Report r;
   r.command = "lab list";
-  r.config = {{"lang", lang}};
   Table t{"labs", "Labs", {{"name", "name", "", ""}, {"title", "title", "", ""}}, {}};
   for (const LabInfo& l : labs())
     t.rows.push_back({l.name, lang == "zh" ? l.title_zh : l.title_en});
   r.tables.push_back(t);
   r.observations.push_back(
-      "Run one with `flashlab lab NAME`, or all of them with `flashlab lab all`.");
+      lang == "zh" ? "用 `flashlab lab NAME` 运行其中一个，`flashlab lab all` 全部运行。"
+                   : "Run one with `flashlab lab NAME`, or all of them with "
+                     "`flashlab lab all`.");
   return r;
 }
 
@@ -52,6 +76,16 @@ void merge_into(Report& all, const std::string& name, const Report& r) {
       all.figures[name + "." + it.key()] = it.value();
   all.config["labs"][name] = r.config;
   all.ok = all.ok && r.ok;
+  for (const std::string& id : r.version_ids)
+    if (std::find(all.version_ids.begin(), all.version_ids.end(), id) == all.version_ids.end())
+      all.version_ids.push_back(id);
+}
+
+std::string labs_with_versions() {
+  std::string s;
+  for (const LabInfo& l : labs())
+    if (l.versions_help) s += (s.empty() ? "" : ", ") + std::string(l.name);
+  return s;
 }
 
 }  // namespace
@@ -59,52 +93,75 @@ void merge_into(Report& all, const std::string& name, const Report& r) {
 void register_lab(CLI::App& app, Action& action) {
   static LabArgs a;
   auto* sub = app.add_subcommand("lab", "the chapter labs: list, one by NAME, or all");
-  sub->add_option("name", a.name, "list, all, or a lab's name")->capture_default_str();
+  sub->add_option("name", a.name, "list, all, or a lab's name: " + known_labs())
+      ->capture_default_str();
   sub->add_option("--lang", a.lang, "language of headings and observations: en or zh")
       ->capture_default_str();
   sub->add_option("--backend", a.backend, "cpu, cuda, or auto (cuda when a device is present)")
       ->capture_default_str();
   sub->add_option("--seed", a.seed, "seed of random inputs")->capture_default_str();
-  add_output_options(sub, a.out);
+  sub->add_option("--versions", a.versions,
+                  "gradcheck, bwd-ratio, no-lse: the version(s) to run instead of the lab's own "
+                  "choice, e.g. an exercise once solved");
+  add_output_options(sub, a.out, every_lab_table());
   sub->footer(R"(Examples:
   flashlab lab list
   flashlab lab memory
   flashlab lab cost --format markdown
-  flashlab lab all --lang zh --json labs.json)");
+  flashlab lab all --lang zh --json labs.json
+  flashlab lab bwd-ratio --versions ex2-fa2-bwd)");
   sub->callback([&action] {
     action = [] {
       if (a.lang != "en" && a.lang != "zh")
         throw UsageError("unknown --lang '" + a.lang + "' (known: en, zh)");
       const Backend backend = resolve_backend(a.backend);
-      check_output_options(a.out);
-      if (a.name == "list") return emit(list_labs(a.lang), a.out);
+      const LabInfo* lab = find_lab(a.name);
+      if (!lab && a.name != "all" && a.name != "list")
+        throw UsageError("unknown lab '" + a.name + "' (known: " + known_labs() + ", all, list)");
+      const Outputs out = check_outputs(a.out, lab_tables(a.name));
       LabOptions opt;
       opt.lang = a.lang;
       opt.backend = to_string(backend);
       opt.seed = a.seed;
-      if (a.name != "all") {
-        const LabInfo* lab = find_lab(a.name);
-        if (!lab)
-          throw UsageError("unknown lab '" + a.name + "' (known: " + known_labs() + ", all, list)");
+      const json asked = {{"lang", a.lang}, {"backend", opt.backend}, {"seed", a.seed}};
+      if (a.name == "list") {
+        if (!a.versions.empty())
+          throw UsageError("--versions goes with one lab (" + labs_with_versions() + ")");
+        Report r = list_labs(a.lang);
+        r.config = asked;
+        return emit(r, out);
+      }
+      if (lab) {
+        if (!a.versions.empty()) {
+          if (!lab->versions_help)
+            throw UsageError("lab " + a.name +
+                             " takes no --versions (labs that do: " + labs_with_versions() + ")");
+          opt.versions = parse_versions(a.versions);
+        }
         Report r = lab->run(opt);
         r.command = "lab " + a.name;
-        return emit(r, a.out);
+        for (const auto& [key, value] : asked.items())
+          if (!r.config.contains(key)) r.config[key] = value;
+        return emit(r, out);
       }
+      if (!a.versions.empty())
+        throw UsageError("--versions goes with one lab (" + labs_with_versions() + "), not all");
       Report all;
       all.command = "lab all";
-      all.config = {
-          {"lang", a.lang}, {"backend", opt.backend}, {"seed", a.seed}, {"labs", json::object()}};
-      std::vector<std::pair<std::string, Report>> sections;
+      all.config = asked;
+      all.config["labs"] = json::object();
+      std::vector<Section> sections;
       Progress progress;
       for (const LabInfo& l : labs()) {
         progress.step(fmt::format("lab {}", l.name));
         Report r = l.run(opt);
         merge_into(all, l.name, r);
-        sections.emplace_back(
-            fmt::format("{}: {}", l.name, a.lang == "zh" ? l.title_zh : l.title_en), std::move(r));
+        sections.push_back({l.name,
+                            fmt::format("{}: {}", l.name, a.lang == "zh" ? l.title_zh : l.title_en),
+                            std::move(r)});
       }
       progress.clear();
-      return emit_sections(sections, all, a.out);
+      return emit_sections(sections, all, out);
     };
   });
 }

@@ -19,14 +19,17 @@ struct PlotArgs {
   OutputOptions out;
 };
 
+const std::vector<std::string> kTables = {"plot"};
+
 json read_report(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot read '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw UsageError("cannot read '" + path + "'");
   json doc = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) throw UsageError("'" + path + "' is not valid JSON");
-  if (!doc.is_object() || doc.value("schema", "") != kReportSchema)
+  if (!doc.is_object() || !doc.contains("schema") || doc["schema"] != kReportSchema)
     throw UsageError("'" + path + "' is not a " + std::string(kReportSchema) + " report");
   return doc;
 }
@@ -36,16 +39,20 @@ json read_report(const std::string& path) {
 void register_plot(CLI::App& app, Action& action) {
   static PlotArgs a;
   auto* sub = app.add_subcommand("plot", "draw a saved report (cost lab, bench) as an SVG");
-  sub->add_option("report", a.input, "a report written with --json")->required();
-  sub->add_option("-o,--output", a.output, "the SVG file to write")->required()->type_name("FILE");
-  add_output_options(sub, a.out);
+  sub->add_option("report", a.input, "a report written with --json")
+      ->required()
+      ->type_name("REPORT");
+  sub->add_option("-o,--output", a.output, "the SVG file to write ('-' for stdout)")
+      ->required()
+      ->type_name("FILE");
+  add_output_options(sub, a.out, kTables);
   sub->footer(R"(Examples:
   flashlab lab cost --json cost.json && flashlab plot cost.json -o cost.svg
   flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg)");
   sub->callback([&action] {
     action = [] {
-      check_output_file(a.output);
-      check_output_options(a.out);
+      const OutputTarget svg_target = output_file("-o", a.output);
+      const Outputs out = check_outputs(a.out, kTables, {svg_target}, {a.input});
       const json doc = read_report(a.input);
       std::string svg;
       try {
@@ -53,19 +60,19 @@ void register_plot(CLI::App& app, Action& action) {
       } catch (const std::invalid_argument& e) {
         throw UsageError(std::string("cannot plot '") + a.input + "': " + e.what());
       }
-      write_file_atomic(a.output, svg);
       Report r;
       r.command = "plot";
       r.config = {{"report", a.input}, {"output", a.output}};
-      r.tables.push_back(
-          {"plot",
-           "Plot written",
-           {{"report", "report", "", ""},
-            {"command", "of command", "", ""},
-            {"output", "svg", "", ""},
-            {"bytes", "size", "B", "bytes"}},
-           {{a.input, doc.value("command", ""), a.output, static_cast<int64_t>(svg.size())}}});
-      return emit(r, a.out);
+      r.tables.push_back({"plot",
+                          "Plot written",
+                          {{"report", "report", "", ""},
+                           {"command", "of command", "", ""},
+                           {"output", "svg", "", ""},
+                           {"bytes", "size", "B", "bytes"}},
+                          {{a.input, doc["command"], a.output, static_cast<int64_t>(svg.size())}}});
+      OutputSet files;
+      files.add_file(svg_target, svg);
+      return emit(r, out, files);
     };
   });
 }

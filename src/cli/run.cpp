@@ -1,8 +1,6 @@
 // flashlab run: versions side by side against the fp64 reference (see src/run/runner.h).
 #include <fmt/format.h>
 
-#include <limits>
-
 #include "cli/common.h"
 #include "run/dump.h"
 #include "run/runner.h"
@@ -14,13 +12,13 @@ namespace flashlab::cli {
 
 namespace {
 
-constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
+const std::vector<std::string> kTables = {"errors", "timing", "budget"};
 
 struct RunArgs {
   std::string versions = "all";
   std::string backend = "auto";
   std::string dtype = "auto";
-  int64_t B = 1, H = 2, N = kUnset, Nq = kUnset, Nk = kUnset, d = 64;
+  int64_t B = 1, H = 2, N = 1024, Nq = 0, Nk = 0, d = 64;
   bool causal = false;
   double scale = 0;
   uint64_t seed = 0;
@@ -28,6 +26,7 @@ struct RunArgs {
   int repeats = 3, warmup = 1;
   std::string dump;
   OutputOptions out;
+  CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr;
 };
 
 // Turns the arguments into a validated RunConfig: everything is checked before anything big is
@@ -36,7 +35,6 @@ RunConfig make_config(const RunArgs& a) {
   RunConfig c;
   c.backend = resolve_backend(a.backend);
   c.versions = parse_versions(a.versions);
-  if (a.versions == "all" && c.backend == Backend::cuda) c.versions = runnable_on_cuda(c.versions);
   Problem& p = c.problem;
   if (a.dtype == "auto")
     p.dtype = c.backend == Backend::cuda ? DType::f16 : DType::f32;
@@ -44,13 +42,15 @@ RunConfig make_config(const RunArgs& a) {
     throw UsageError("unknown --dtype '" + a.dtype + "' (known: fp64, fp32, fp16, bf16)");
   p.shape.B = a.B;
   p.shape.H = a.H;
-  const int64_t n = a.N != kUnset ? a.N : 1024;
-  p.shape.Nq = a.Nq != kUnset ? a.Nq : n;
-  p.shape.Nk = a.Nk != kUnset ? a.Nk : n;
-  if (a.N != kUnset && (a.N < 1 || a.N > kMaxN))  // -N itself is wrong, whatever --Nq/--Nk say
+  if (a.N < 1 || a.N > kMaxN)  // -N itself is wrong, whatever --Nq/--Nk say
     throw UsageError(fmt::format("N must be in 1..{} (got {})", kMaxN, a.N));
+  p.shape.Nq = a.Nq_given->count() ? a.Nq : a.N;
+  p.shape.Nk = a.Nk_given->count() ? a.Nk : a.N;
   p.shape.d = a.d;
   p.causal = a.causal;
+  // The problem's scale 0 means 1/sqrt(d); a scale given on the command line must be positive.
+  if (a.scale_given->count() && !(a.scale > 0))
+    throw UsageError(fmt::format("--scale must be a positive number up to 1e4 (got {})", a.scale));
   p.scale = a.scale;
   c.seed = a.seed;
   c.cpu.Br = a.br;
@@ -59,10 +59,20 @@ RunConfig make_config(const RunArgs& a) {
   c.repeats = a.repeats;
   c.warmup = a.warmup;
   c.dump_dir = a.dump;
+  // "all" on the GPU leaves out what cannot run on it (an sm_90a rung on an sm_80 GPU), and says
+  // so; a version asked for by name is an error instead (validate_run).
+  if (a.versions == "all" && c.backend == Backend::cuda) {
+    std::vector<const VersionInfo*> kept;
+    for (const VersionInfo* v : c.versions) {
+      const std::string why = cuda_unavailable(*v);
+      if (why.empty())
+        kept.push_back(v);
+      else
+        c.notes.push_back(fmt::format("{} is left out of --versions all: {}.", v->id, why));
+    }
+    c.versions = kept;
+  }
   validate_run(c);
-  check_output_options(a.out);
-  if (!c.dump_dir.empty()) check_dump_target(c);
-  check_memory(c);
   return c;
 }
 
@@ -79,12 +89,12 @@ void register_run(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("-B", a.B, "batch size")->capture_default_str();
   sub->add_option("-H", a.H, "heads")->capture_default_str();
-  sub->add_option("-N", a.N, "sequence length: sets Nq = Nk (default 1024)");
-  sub->add_option("--Nq", a.Nq, "query rows (overrides -N)");
-  sub->add_option("--Nk", a.Nk, "key/value rows (overrides -N)");
+  sub->add_option("-N", a.N, "sequence length: sets Nq = Nk")->capture_default_str();
+  a.Nq_given = sub->add_option("--Nq", a.Nq, "query rows (overrides -N)");
+  a.Nk_given = sub->add_option("--Nk", a.Nk, "key/value rows (overrides -N)");
   sub->add_option("-d", a.d, "head dimension")->capture_default_str();
   sub->add_flag("--causal", a.causal, "causal mask, bottom-right aligned");
-  sub->add_option("--scale", a.scale, "softmax scale (default 1/sqrt(d))");
+  a.scale_given = sub->add_option("--scale", a.scale, "softmax scale (default 1/sqrt(d))");
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   sub->add_option("--br", a.br, "CPU twins: tile rows (Br)")->capture_default_str();
   sub->add_option("--bc", a.bc, "CPU twins: tile columns (Bc)")->capture_default_str();
@@ -92,7 +102,7 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--repeats", a.repeats, "timed runs per version")->capture_default_str();
   sub->add_option("--warmup", a.warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--dump", a.dump, "write inputs and outputs as .npy into DIR")->type_name("DIR");
-  add_output_options(sub, a.out);
+  add_output_options(sub, a.out, kTables);
   sub->footer(R"(Examples:
   flashlab run                                   # all versions, B=1 H=2 N=1024 d=64 fp32 on cpu
   flashlab run --versions tiled,recompute -N 2048 -d 128 --causal
@@ -106,15 +116,19 @@ status 1 and its time is flagged.)");
   sub->callback([&action] {
     action = [] {
       const RunConfig c = make_config(a);
+      const OutputTarget dump = c.dump_dir.empty() ? OutputTarget{} : check_dump_target(c);
+      const Outputs out = check_outputs(a.out, kTables, {dump});
+      check_memory(c);
       Progress progress;
       const RunOutcome r = run_versions(c, progress);
       const Report rep = run_report(c, r);
+      OutputSet files;
       if (!c.dump_dir.empty()) {
         progress.step("run: writing " + c.dump_dir);
-        write_dump(c, r);
+        stage_dump(c, r, dump, files);
       }
       progress.clear();
-      return emit(rep, a.out);
+      return emit(rep, out, files);
     };
   });
 }

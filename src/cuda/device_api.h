@@ -37,21 +37,42 @@ struct Version {
   // when the version has no such pass. Launches only: no allocation, no synchronisation.
   void (*forward)(const DeviceTensors&) = nullptr;
   void (*backward)(const DeviceTensors&) = nullptr;
-  // Empty when this build and this GPU can run the version at all; otherwise why not (a rung
-  // built for one GPU generation only). Null means always available where CUDA is.
-  std::string (*unavailable)() = nullptr;
+  // Optional: empty when the version can run on a GPU of this compute capability, otherwise one
+  // sentence saying why not ("needs ..."). The build's own targets are checked before this (a
+  // folder built only for sm_90a is unavailable on an sm_80 GPU without asking).
+  std::string (*unavailable)(int cc_major, int cc_minor) = nullptr;
+  // Optional: the version's kernel with one of its ideas switched off at a time, for an ablation
+  // study (`flashlab lab hopper`); the first entry is the version itself.
+  std::span<const struct AblationVariant> (*ablation)() = nullptr;
 };
 
-// Defined in kernels/NN_name/cuda.cu.
-extern const Version naive;
-extern const Version tiled;
-extern const Version recompute;
-extern const Version atomic_dq;
-extern const Version deterministic_dq;
-extern const Version hopper;
-
-// The hopper rung's ablation: the rung, then one variant per idea switched off, in the order of
-// kernels/06_hopper/ablation.h (empty when this build has no sm_90a code).
-std::span<const Version> hopper_ablation();
+// One line of an ablation: which idea is off and what runs instead, and the kernel that does it.
+struct AblationVariant {
+  const char* id;    // "hopper", "no-tma", ...
+  const char* idea;  // the idea that is off ("" for the version itself)
+  const char* what;  // what the variant does instead
+  Version version;
+};
 
 }  // namespace flashlab::cuda
+
+// Declares the CUDA side of a version folder, once, at global scope in its cuda.cu (see
+// src/version_folder.h for FLASHLAB_FOLDER):
+//
+//   FLASHLAB_CUDA_VERSION({.check = ..., .workspace_bytes = ..., .backward = ...});
+#define FLASHLAB_CUDA_VERSION(...)                               \
+  namespace flashlab::cuda::folders {                            \
+  extern const ::flashlab::cuda::Version FLASHLAB_FOLDER;        \
+  const ::flashlab::cuda::Version FLASHLAB_FOLDER = __VA_ARGS__; \
+  }                                                              \
+  static_assert(true, "FLASHLAB_CUDA_VERSION(...) ends with a semicolon")
+
+// The CUDA side of a second id the folder registers with FLASHLAB_VARIANT(variant, ...).
+#define FLASHLAB_CUDA_NAME_(folder, variant) folder##__##variant
+#define FLASHLAB_CUDA_NAME(folder, variant) FLASHLAB_CUDA_NAME_(folder, variant)
+#define FLASHLAB_CUDA_VARIANT(variant, ...)                                                   \
+  namespace flashlab::cuda::folders {                                                         \
+  extern const ::flashlab::cuda::Version FLASHLAB_CUDA_NAME(FLASHLAB_FOLDER, variant);        \
+  const ::flashlab::cuda::Version FLASHLAB_CUDA_NAME(FLASHLAB_FOLDER, variant) = __VA_ARGS__; \
+  }                                                                                           \
+  static_assert(true, "FLASHLAB_CUDA_VARIANT(...) ends with a semicolon")

@@ -18,10 +18,6 @@ const DeviceInfo& device_info() {
   return info;
 }
 
-std::span<const Version> hopper_ablation() {
-  return {};
-}
-
 int64_t required_device_bytes(const Version&, const Problem&) {
   return 0;
 }

@@ -217,10 +217,6 @@ int64_t required_device_bytes(const Version& v, const Problem& p) {
 RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forward* fwd_in,
               const RunOptions& opt) {
   // 1. Is the problem supported, and does it fit? Nothing is allocated before both answers.
-  if (v.unavailable) {
-    const std::string why = v.unavailable();
-    if (!why.empty()) throw std::runtime_error(why);
-  }
   if (!v.forward && !v.backward)
     throw std::runtime_error("this version has no CUDA implementation in this build");
   if (v.check) {

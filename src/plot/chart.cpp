@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "util/format.h"
@@ -31,6 +32,8 @@ constexpr const char* kFont = "DejaVu Sans, Noto Sans CJK SC, WenQuanYi Micro He
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                    "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
+// Text for SVG: markup characters escaped, and control characters (which XML 1.0 does not allow)
+// shown as U+FFFD.
 std::string esc(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -48,7 +51,10 @@ std::string esc(const std::string& s) {
         out += "&quot;";
         break;
       default:
-        out += c;
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
+          out += "\xEF\xBF\xBD";
+        else
+          out += c;
     }
   }
   return out;
@@ -108,13 +114,19 @@ std::string tick_label(double v, TickStyle style) {
   return fmt::format("{:g}{}", v / std::pow(1000.0, k), si[k]);
 }
 
-// Data range of one axis, and the map from a value to [0, 1].
+// Data range of one axis, and the map from a value to [0, 1]. A log axis keeps the logarithms of
+// its ends. Every figure is kept finite for any finite data, from denormals to 1.8e308: sums and
+// differences of the ends are taken in halves so they cannot overflow.
 struct Range {
-  double lo, hi;
+  double lo, hi;  // linear: values; log: natural logarithms of the values
   Scale scale;
   double t(double v) const {
-    if (scale == Scale::log) return (std::log(v) - std::log(lo)) / (std::log(hi) - std::log(lo));
-    return (v - lo) / (hi - lo);
+    const double x = scale == Scale::log ? std::log(v) : v;
+    return (x / 2 - lo / 2) / (hi / 2 - lo / 2);
+  }
+  bool holds(double v) const {
+    const double x = scale == Scale::log ? std::log(v) : v;
+    return x >= lo && x <= hi;
   }
 };
 
@@ -122,17 +134,22 @@ Range axis_range(const std::vector<double>& vs, Scale scale) {
   double lo = *std::min_element(vs.begin(), vs.end());
   double hi = *std::max_element(vs.begin(), vs.end());
   if (scale == Scale::log) {
-    if (hi == lo) lo /= 2, hi *= 2;
-    const double pad = std::pow(hi / lo, 0.06);
-    return {lo / pad, hi * pad, scale};
+    lo = std::log(lo), hi = std::log(hi);
+    if (hi == lo) lo -= std::log(2.0), hi += std::log(2.0);
+    const double pad = 0.06 * (hi - lo);
+    return {lo - pad, hi + pad, scale};
   }
   lo = std::min(lo, 0.0);  // throughput and ratios read best from zero
-  if (hi == lo) hi = lo + 1;
-  return {lo, hi + 0.08 * (hi - lo), scale};
+  hi = std::max(hi, 0.0);
+  if (hi == lo) hi = 1;
+  const double pad = 0.16 * (hi / 2 - lo / 2);  // 8% of the range
+  const double big = std::numeric_limits<double>::max();
+  return {lo < 0 ? std::max(lo - pad, -big) : lo, std::min(hi + pad, big), scale};
 }
 
+// Ticks at 1, 2, 2.5 or 5 times a power of ten, about five of them.
 std::vector<double> linear_ticks(const Range& r) {
-  const double raw = (r.hi - r.lo) / 5;
+  const double raw = (r.hi / 2 - r.lo / 2) / 2.5;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   double step = mag;
   for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
@@ -140,30 +157,33 @@ std::vector<double> linear_ticks(const Range& r) {
       step = m * mag;
       break;
     }
+  const double k0 = std::ceil(r.lo / step), k1 = std::floor(r.hi / step);
+  if (!(step > 0) || !std::isfinite(step) || !(k1 - k0 <= 20)) return {r.lo, r.hi};
   std::vector<double> ts;
-  for (double v = std::ceil(r.lo / step) * step; v <= r.hi + 1e-9 * step; v += step)
-    ts.push_back(std::fabs(v) < 1e-12 * step ? 0.0 : v);
+  for (double k = k0; k <= k1; ++k) ts.push_back(k == 0 ? 0.0 : k * step);
   return ts;
 }
 
 std::vector<double> log_ticks(const Range& r, TickStyle style) {
   const double base = style == TickStyle::bytes ? 2.0 : 10.0;
-  const int k0 = static_cast<int>(std::ceil(std::log(r.lo) / std::log(base) - 1e-9));
-  const int k1 = static_cast<int>(std::floor(std::log(r.hi) / std::log(base) + 1e-9));
+  const int k0 = static_cast<int>(std::ceil(r.lo / std::log(base) - 1e-9));
+  const int k1 = static_cast<int>(std::floor(r.hi / std::log(base) + 1e-9));
   std::vector<double> ts;
   const int count = k1 - k0 + 1;
   if (base == 10.0 && count < 3) {  // less than three decades: add 2x and 5x
     for (int k = k0 - 1; k <= k1; ++k)
       for (double m : {1.0, 2.0, 5.0}) {
         const double v = m * std::pow(10.0, k);
-        if (v >= r.lo && v <= r.hi) ts.push_back(v);
+        if (v > 0 && r.holds(v)) ts.push_back(v);
       }
     return ts;
   }
   int step = std::max(1, (count + 6) / 7);
   if (base == 2.0 && step > 1) step = step <= 2 ? 2 : ((step + 1) / 2) * 2;  // 1, 4, 16 ... KiB
-  for (int k = k0; k <= k1; ++k)
-    if ((k - k0) % step == 0) ts.push_back(std::pow(base, k));
+  for (int k = k0; k <= k1; ++k) {
+    const double v = std::pow(base, k);
+    if ((k - k0) % step == 0 && v > 0 && std::isfinite(v)) ts.push_back(v);
+  }
   return ts;
 }
 

@@ -25,10 +25,65 @@ using plot::Scale;
 using plot::Series;
 using plot::TickStyle;
 
+[[noreturn]] void malformed(const std::string& where, const char* what) {
+  throw std::invalid_argument("the report's " + where + " " + what +
+                              " (the report does not follow docs/report.schema.json)");
+}
+
+void need_string(const json& obj, const std::string& where, const char* key) {
+  if (!obj.contains(key) || !obj[key].is_string()) malformed(where + "." + key, "is not a string");
+}
+
+// The parts of a report the plotter reads must have the types the schema gives them; anything
+// else is refused here, in these words, before any of it is read.
+void check_shape(const json& doc) {
+  if (!doc.is_object()) malformed("document", "is not a JSON object");
+  need_string(doc, "document", "command");
+  if (!doc.contains("tool") || !doc["tool"].is_object()) malformed("tool", "is not an object");
+  need_string(doc["tool"], "tool", "version");
+  need_string(doc["tool"], "tool", "git_commit");
+  if (!doc.contains("machine") || !doc["machine"].is_object())
+    malformed("machine", "is not an object");
+  const json& m = doc["machine"];
+  need_string(m, "machine", "cpu");
+  if (m.contains("gpu") && !m["gpu"].is_null()) {
+    if (!m["gpu"].is_object()) malformed("machine.gpu", "is neither null nor an object");
+    need_string(m["gpu"], "machine.gpu", "name");
+  }
+  if (!doc.contains("tables") || !doc["tables"].is_array()) malformed("tables", "is not an array");
+  for (size_t i = 0; i < doc["tables"].size(); ++i) {
+    const json& t = doc["tables"][i];
+    const std::string where = "tables[" + std::to_string(i) + "]";
+    if (!t.is_object()) malformed(where, "is not an object");
+    need_string(t, where, "id");
+    need_string(t, where, "title");
+    if (!t.contains("columns") || !t["columns"].is_array())
+      malformed(where + ".columns", "is not an array");
+    for (size_t c = 0; c < t["columns"].size(); ++c) {
+      const json& col = t["columns"][c];
+      const std::string cw = where + ".columns[" + std::to_string(c) + "]";
+      if (!col.is_object()) malformed(cw, "is not an object");
+      for (const char* key : {"key", "header", "unit"}) need_string(col, cw, key);
+    }
+    if (!t.contains("rows") || !t["rows"].is_array()) malformed(where + ".rows", "is not an array");
+    for (size_t r = 0; r < t["rows"].size(); ++r) {
+      const json& row = t["rows"][r];
+      const std::string rw = where + ".rows[" + std::to_string(r) + "]";
+      if (!row.is_object()) malformed(rw, "is not an object");
+      for (const auto& cell : row.items())
+        if (cell.value().is_structured()) malformed(rw + "." + cell.key(), "is not a single value");
+    }
+  }
+}
+
+// The table with this id, or, in a `lab all` report, with the id prefixed by its lab ("cost.cost").
 const json* find_table(const json& doc, const std::string& id) {
-  if (!doc.contains("tables") || !doc["tables"].is_array()) return nullptr;
-  for (const json& t : doc["tables"])
-    if (t.value("id", "") == id) return &t;
+  for (const json& t : doc["tables"]) {
+    const std::string tid = t["id"];
+    if (tid == id || (tid.size() > id.size() &&
+                      tid.compare(tid.size() - id.size() - 1, std::string::npos, "." + id) == 0))
+      return &t;
+  }
   return nullptr;
 }
 
@@ -48,11 +103,9 @@ const json& column(const json& table, const std::string& key) {
   return table["columns"][i];
 }
 
-// A cell by column key; rows are objects keyed by column (the report format) or plain arrays.
-json cell(const json& table, const json& row, const std::string& key) {
-  if (row.is_object()) return row.contains(key) ? row[key] : json();
-  const int i = column_index(table, key);
-  return i >= 0 && i < static_cast<int>(row.size()) ? row[i] : json();
+// A cell by column key (rows are objects keyed by column).
+json cell(const json&, const json& row, const std::string& key) {
+  return row.contains(key) ? row[key] : json();
 }
 
 // A finite number, or NaN when the cell is null, text or "inf"/"nan".
@@ -202,8 +255,8 @@ Chart bench_chart(const json& doc, const json& t) {
 }  // namespace
 
 std::string plot_svg(const json& doc) {
-  if (!doc.is_object()) throw std::invalid_argument("a report must be a JSON object");
-  const std::string command = doc.value("command", "");
+  check_shape(doc);
+  const std::string command = doc["command"];
   if (plot::is_io_report(doc)) return plot::render_svg(plot::io_chart(doc));
   if (const json* t = find_table(doc, "cost")) return plot::render_svg(cost_chart(doc, *t));
   if (const json* t = find_table(doc, "bench")) return plot::render_svg(bench_chart(doc, *t));

@@ -1,10 +1,11 @@
-#include "build_info.h"
 #include "report/json_doc.h"
 
 #include <cmath>
 #include <ctime>
+#include <span>
 #include <stdexcept>
 
+#include "build_info.h"
 #include "cuda/runner.h"
 #include "registry.h"
 #include "util/sysinfo.h"
@@ -72,6 +73,21 @@ json machine_json() {
   return m;
 }
 
+json sources_json(const std::vector<std::string>& ids) {
+  const auto set = [](const std::string& folder, std::span<const SourceHash> files) {
+    json f = json::object();
+    for (const SourceHash& h : files) f[h.path] = h.sha256;
+    return json{{"folder", folder}, {"files", f}};
+  };
+  json versions = json::object();
+  for (const std::string& id : ids) {
+    const VersionInfo* v = find_version(id);
+    if (!v) throw std::logic_error("a report names version '" + id + "', which is not registered");
+    versions[id] = set(v->folder, v->sources);
+  }
+  return {{"versions", versions}, {"shared", set("kernels/common", shared_sources())}};
+}
+
 json to_json(const Report& r) {
   json doc;
   doc["schema"] = kReportSchema;
@@ -99,6 +115,7 @@ json to_json(const Report& r) {
   doc["tables"] = tables;
   doc["observations"] = r.observations;
   doc["figures"] = r.figures.is_null() ? json::object() : sanitize(r.figures);
+  if (!r.version_ids.empty()) doc["sources"] = sources_json(r.version_ids);
   doc["ok"] = r.ok;
   return doc;
 }
@@ -127,6 +144,10 @@ Report report_from_json(const json& doc) {
   for (const json& o : doc.value("observations", json::array())) r.observations.push_back(o);
   r.figures = doc.value("figures", json::object());
   r.ok = doc.value("ok", true);
+  if (doc.contains("sources") && doc["sources"].is_object()) {
+    const json vs = doc["sources"].value("versions", json::object());
+    for (auto it = vs.begin(); it != vs.end(); ++it) r.version_ids.push_back(it.key());
+  }
   return r;
 }
 

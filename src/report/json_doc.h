@@ -6,7 +6,12 @@
 //     "config": {...exact configuration and seed...},
 //     "tables": [{"id", "title", "columns": [{"key","header","unit","format"}],
 //                 "rows": [{"<key>": value, ...}, ...]}],
-//     "observations": ["..."], "figures": {"name": {"value": 1.5, "unit": "ms"}}, "ok": true }
+//     "observations": ["..."], "figures": {"name": {"value": 1.5, "unit": "ms"}}, "ok": true,
+//     "sources": {"versions": {"<id>": {"folder", "files": {"<path>": "<sha256>"}}},
+//                 "shared": {"folder": "kernels/common", "files": {...}}} }
+//
+// "sources" is there when the report ran versions (Report::version_ids): the SHA-256 of each
+// version folder's files as the binary was built from them (see `flashlab verify`).
 //
 // Rows are objects keyed by column key (null where a value was not measured). Non-finite numbers,
 // which JSON cannot hold, are written as the strings "inf", "-inf" and "nan".
@@ -22,6 +27,9 @@ inline constexpr const char* kReportSchema = "flashlab.report/v1";
 json machine_json();
 
 json to_json(const Report& r);
+
+// The "sources" object for these version ids (each must be registered).
+json sources_json(const std::vector<std::string>& ids);
 
 // The Report back from a document (for tools such as the plotter). Throws std::invalid_argument
 // when `doc` is not a flashlab.report/v1 document.

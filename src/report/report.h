@@ -35,6 +35,9 @@ struct Report {
   std::vector<std::string> observations;
   json figures = json::object();  // named figures with units: {"x": {"value": 1.5, "unit": "ms"}}
   bool ok = true;                 // false when a check in the report failed (exit status 1)
+  // Ids of the versions whose code produced the figures: the JSON records the SHA-256 of each
+  // one's sources ("sources"), so a grader can check a report against a tree.
+  std::vector<std::string> version_ids;
 };
 
 }  // namespace flashlab

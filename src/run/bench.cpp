@@ -8,6 +8,8 @@
 
 #include "core/rng.h"
 #include "cuda/runner.h"
+#include "report/json_doc.h"
+#include "run/host_memory.h"
 #include "run/runner.h"
 #include "run/validate.h"
 #include "util/error.h"
@@ -56,19 +58,6 @@ RunConfig run_config(const BenchConfig& b, const Problem& p, int warmup, int rep
   c.repeats = repeats;
   c.bitwise_repeats = 0;
   return c;
-}
-
-// Host bytes of one timed point: inputs, the tiled forward, two sets of outputs per version
-// (first run + current), naive's P on the CPU.
-double bench_host_bytes(const BenchConfig& b, const Problem& p) {
-  const Shape& s = p.shape;
-  const double q = static_cast<double>(s.q_elems()), kv = static_cast<double>(s.kv_elems());
-  const double out = 2 * (2 * q + 2 * kv + static_cast<double>(s.lse_elems()));
-  double elems = 2 * q + 2 * kv + q + out;
-  for (const VersionInfo* v : b.versions)
-    if (v->pass == Pass::both && b.backend == Backend::cpu)
-      elems += 2 * static_cast<double>(s.heads()) * s.Nq * s.Nk;
-  return elems * 8;
 }
 
 // version id -> "" when it passed its check, else why not.
@@ -189,15 +178,30 @@ void validate_bench(const BenchConfig& b) {
         validate_run(check);
         check_memory(check);
         for (int64_t N : b.Ns) {
-          const Problem p = bench_problem(b, N, d, t, causal);
-          validate_run(run_config(b, p, b.warmup, b.repeats));
-          const double need = bench_host_bytes(b, p);
+          const RunConfig point =
+              run_config(b, bench_problem(b, N, d, t, causal), b.warmup, b.repeats);
+          validate_run(point);
+          const double need = bench_point_host_bytes(point);
           if (need > 0.9 * avail)
             throw UsageError(fmt::format(
-                "the bench point N={} d={} needs about {} of host memory but {} is available", N, d,
-                format_bytes(need), format_bytes(avail)));
+                "the bench point N={} d={} needs about {} of host memory (inputs, outputs, the "
+                "versions' own buffers) but {} is available",
+                N, d, format_bytes(need), format_bytes(avail)));
         }
       }
+}
+
+double bench_host_bytes(const BenchConfig& b) {
+  double peak = 0;
+  for (DType t : b.dtypes)
+    for (int64_t d : b.ds)
+      for (bool causal : b.causal) {
+        peak = std::max(peak, run_host_bytes(run_config(b, check_problem(b, d, t, causal), 0, 1)));
+        for (int64_t N : b.Ns)
+          peak = std::max(
+              peak, bench_point_host_bytes(run_config(b, bench_problem(b, N, d, t, causal), 0, 1)));
+      }
+  return peak;
 }
 
 Report run_bench(const BenchConfig& b, Progress& progress) {
@@ -206,6 +210,8 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
   rep.command = "bench";
   json versions = json::array();
   for (const VersionInfo* v : b.versions) versions.push_back(v->id);
+  for (const VersionInfo* v : b.versions) rep.version_ids.push_back(v->id);
+  rep.version_ids.push_back("tiled");  // feeds the backward-only versions
   json dtypes = json::array(), causal = json::array();
   for (DType t : b.dtypes) dtypes.push_back(to_string(t));
   for (bool c : b.causal) causal.push_back(c);
@@ -277,6 +283,7 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
   if (failing == 0)
     rep.observations.push_back(
         "Every version is within its error budget in every configuration (checked at B=1, H=2).");
+  rep.figures["host_memory_estimate"] = figure(bench_host_bytes(b), "B");
   rep.ok = failing == 0;
   return rep;
 }

@@ -38,6 +38,9 @@ void fill_bench_defaults(BenchConfig& b);
 // Ranges, each version's support of each shape (cuda), host memory. UsageError on failure.
 void validate_bench(const BenchConfig& b);
 
+// The host memory the sweep holds at its peak (its check points and its timed points).
+double bench_host_bytes(const BenchConfig& b);
+
 Report run_bench(const BenchConfig& b, Progress& progress);
 
 }  // namespace flashlab

@@ -6,6 +6,25 @@
 
 namespace flashlab {
 
+void Norm2::add(double v) {
+  const double a = std::fabs(v);
+  if (a == 0 || std::isnan(a)) return;
+  if (scale_ < a) {
+    ssq_ = 1 + ssq_ * (scale_ / a) * (scale_ / a);
+    scale_ = a;
+  } else {
+    ssq_ += (a / scale_) * (a / scale_);
+  }
+}
+
+double Norm2::value() const {
+  return scale_ * std::sqrt(ssq_);
+}
+
+double Norm2::ratio(const Norm2& other) const {
+  return (scale_ / other.scale_) * std::sqrt(ssq_ / other.ssq_);
+}
+
 namespace {
 
 // One pass for both comparisons. `skip(i)` says an element is not compared (LSE rows that see no
@@ -19,7 +38,7 @@ ErrorStats measure(const HostTensor& x, const HostTensor& ref, Skip skip) {
     e.max_abs = e.rel = std::numeric_limits<double>::infinity();
     return e;
   }
-  double diff2 = 0, ref2 = 0;
+  Norm2 diff, norm_ref;
   for (size_t i = 0; i < x.size(); ++i) {
     bool acceptable = true;
     if (skip(i, acceptable)) {
@@ -33,15 +52,15 @@ ErrorStats measure(const HostTensor& x, const HostTensor& ref, Skip skip) {
     }
     const double d = x[i] - ref[i];
     e.max_abs = std::max(e.max_abs, std::fabs(d));
-    diff2 += d * d;
-    ref2 += ref[i] * ref[i];
+    diff.add(d);
+    norm_ref.add(ref[i]);
   }
   if (!e.finite) {
     e.max_abs = e.rel = std::numeric_limits<double>::quiet_NaN();
-  } else if (ref2 > 0) {
-    e.rel = std::sqrt(diff2) / std::sqrt(ref2);
+  } else if (norm_ref.value() > 0) {
+    e.rel = diff.ratio(norm_ref);
   } else {
-    e.rel = diff2 > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+    e.rel = diff.value() > 0 ? std::numeric_limits<double>::infinity() : 0.0;
   }
   return e;
 }

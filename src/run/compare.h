@@ -7,6 +7,20 @@
 
 namespace flashlab {
 
+// The 2-norm of a sequence, accumulated scaled (as LAPACK's dlassq does): no square underflows or
+// overflows, so vectors of 1e-300s or 1e+300s get their true norm, not 0 or inf.
+class Norm2 {
+ public:
+  void add(double v);
+  double value() const;
+  // value() / other.value() without forming either, so the ratio of two tiny (or huge) norms is
+  // right even when each alone would not fit in a double.
+  double ratio(const Norm2& other) const;
+
+ private:
+  double scale_ = 0, ssq_ = 1;  // the norm is scale_ * sqrt(ssq_)
+};
+
 struct ErrorStats {
   double max_abs = 0;  // max |x - ref|
   double rel = 0;      // ||x - ref||_2 / ||ref||_2 (0 when both are zero, inf when only ref is)

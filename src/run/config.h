@@ -25,6 +25,8 @@ struct RunConfig {
   int warmup = 1;
   int bitwise_repeats = 2;  // extra device runs compared bit for bit (the CPU compares every run)
   std::string dump_dir;     // empty: no dump
+  // Said under the tables: versions that "all" left out because they cannot run here.
+  std::vector<std::string> notes;
 };
 
 // Matmul FLOPs by the FA2 paper's convention: forward 4*B*H*Nq*Nk*d, halved when causal;

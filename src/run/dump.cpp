@@ -2,44 +2,67 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 
 #include "run/validate.h"
 #include "util/error.h"
-#include "util/files.h"
 #include "util/format.h"
 #include "util/npy.h"
 
 namespace flashlab {
 
-void check_dump_target(const RunConfig& c) {
-  check_output_dir(c.dump_dir);
+namespace fs = std::filesystem;
+
+bool is_earlier_dump(const fs::path& dir) {
+  std::ifstream in(dir / "index.json", std::ios::binary);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const json index = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (!index.is_object() || !index.contains("schema") || index["schema"] != kDumpSchema ||
+      !index.contains("files") || !index["files"].is_array())
+    return false;
+  std::set<std::string> listed = {"index.json"};
+  for (const json& f : index["files"])
+    if (f.is_object() && f.contains("file") && f["file"].is_string())
+      listed.insert(f["file"].get<std::string>());
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (!e.is_regular_file() || !listed.count(e.path().filename().string())) return false;
+  return !ec;
+}
+
+OutputTarget check_dump_target(const RunConfig& c) {
+  OutputTarget t = output_dir("--dump", c.dump_dir, is_earlier_dump);
   const double need = estimate_dump_bytes(c);
-  const int64_t free = free_disk_bytes(c.dump_dir);
+  const int64_t free = free_disk_bytes(t.path);
   if (free >= 0 && need > static_cast<double>(free))
     throw UsageError(fmt::format("--dump '{}': the dump needs about {} but the disk has {} free",
                                  c.dump_dir, format_bytes(need),
                                  format_bytes(static_cast<double>(free))));
+  return t;
 }
 
-void write_dump(const RunConfig& c, const RunOutcome& r) {
+void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, OutputSet& files) {
   const Problem& p = c.problem;
   const Shape& s = p.shape;
-  make_dirs(c.dump_dir);
+  OutputSet::Dir& dir = files.add_dir(t);
   const std::vector<int64_t> q_shape{s.B, s.H, s.Nq, s.d}, kv_shape{s.B, s.H, s.Nk, s.d};
   const std::vector<int64_t> lse_shape{s.B, s.H, s.Nq};
   const DType lse_type = p.dtype == DType::f64 ? DType::f64 : DType::f32;
-  json files = json::array();
+  json entries = json::array();
   const auto put = [&](const std::string& name, const std::string& tensor,
                        const std::string& version, const HostTensor& x,
-                       const std::vector<int64_t>& shape, DType t) {
+                       const std::vector<int64_t>& shape, DType type) {
     const std::string file = name + ".npy";
-    write_file_atomic((std::filesystem::path(c.dump_dir) / file).string(), npy_bytes(x, shape, t));
-    files.push_back({{"file", file},
-                     {"tensor", tensor},
-                     {"version", version},
-                     {"shape", shape},
-                     {"descr", npy_descr(t)}});
+    dir.write(file, npy_bytes(x, shape, type));
+    entries.push_back({{"file", file},
+                       {"tensor", tensor},
+                       {"version", version},
+                       {"shape", shape},
+                       {"descr", npy_descr(type)}});
   };
   put("Q", "Q", "input", r.inputs.Q, q_shape, p.dtype);
   put("K", "K", "input", r.inputs.K, kv_shape, p.dtype);
@@ -62,14 +85,13 @@ void write_dump(const RunConfig& c, const RunOutcome& r) {
       put(id + ".dV", "dV", id, v.grads.dV, kv_shape, p.dtype);
     }
   }
-  const json index = {{"schema", "flashlab.dump/v1"},
+  const json index = {{"schema", kDumpSchema},
                       {"config", config_json(c)},
                       {"note",
                        "bf16 tensors are stored as <f4 (NumPy has no bfloat16); their "
                        "values are exactly the bf16 values"},
-                      {"files", files}};
-  write_file_atomic((std::filesystem::path(c.dump_dir) / "index.json").string(),
-                    index.dump(2) + "\n");
+                      {"files", entries}};
+  dir.write("index.json", index.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace flashlab

@@ -6,19 +6,30 @@
 //   DIR/<version>.{O,LSE}.npy              versions with a forward  (LSE [B,H,Nq], <f4; fp64: <f8)
 //   DIR/<version>.{dQ,dK,dV}.npy           versions with a backward
 //   DIR/index.json                         file -> tensor, version, shape, descr
+//
+// DIR holds exactly these files: it is written whole into a temporary directory beside it and
+// renamed into place, replacing an earlier dump that was there (any other non-empty directory is
+// refused).
 #pragma once
 
 #include <string>
 
 #include "run/config.h"
 #include "run/runner.h"
+#include "util/files.h"
 
 namespace flashlab {
 
-// Before the run: DIR must be writable (or creatable) and its disk must hold the dump.
-void check_dump_target(const RunConfig& c);
+inline constexpr const char* kDumpSchema = "flashlab.dump/v1";
 
-// After the run: creates DIR and writes every file atomically.
-void write_dump(const RunConfig& c, const RunOutcome& r);
+// Before the run: the dump's directory (new, empty, or an earlier dump) and the disk it needs.
+// Throws UsageError.
+OutputTarget check_dump_target(const RunConfig& c);
+
+// True when `dir` holds an earlier dump and nothing else: its index.json and the files it lists.
+bool is_earlier_dump(const std::filesystem::path& dir);
+
+// After the run: writes every file into the staged directory; `files.commit()` puts it in place.
+void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, OutputSet& files);
 
 }  // namespace flashlab

@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
 #include "core/rng.h"
 #include "cuda/runner.h"
 #include "reference/attention.h"
+#include "run/host_memory.h"
+#include "util/error.h"
 #include "util/progress.h"
 
 namespace flashlab {
@@ -135,13 +138,24 @@ Forward tiled_forward(const RunConfig& c, const Inputs& in) {
 
 VersionOutcome run_version(const RunConfig& c, const VersionInfo& v, const Inputs& in,
                            const Forward* tiled_fwd, Progress& progress, const std::string& label) {
-  return c.backend == Backend::cuda ? run_device(c, v, in, tiled_fwd, progress, label)
-                                    : run_cpu(c, v, in, tiled_fwd, progress, label);
+  try {
+    return c.backend == Backend::cuda ? run_device(c, v, in, tiled_fwd, progress, label)
+                                      : run_cpu(c, v, in, tiled_fwd, progress, label);
+  } catch (const NotImplemented& e) {
+    VersionOutcome out;
+    out.version = &v;
+    out.not_implemented = e.what();
+    return out;
+  }
 }
 
 void judge(VersionOutcome& v, const RunOutcome& ref) {
   v.errors.clear();
   v.failures.clear();
+  if (!v.not_implemented.empty()) {
+    v.failures.push_back(v.not_implemented);
+    return;
+  }
   if (v.has_fwd) {
     v.errors["O"] = compare(v.fwd.O, ref.ref_fwd.O);
     v.errors["LSE"] = compare_lse(v.fwd.LSE, ref.ref_fwd.LSE);
@@ -270,6 +284,7 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
                            v.workspace_bytes, peak, bits, v.ok()});
   };
   for (const VersionOutcome& v : r.versions) {
+    if (!v.not_implemented.empty()) continue;  // nothing ran to the end: no time to show
     if (v.has_fwd) add_timing(v, "fwd", v.fwd_time, fwd_flops(p));
     if (v.has_bwd) add_timing(v, "bwd", v.bwd_time, bwd_flops(p));
   }
@@ -293,6 +308,10 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   for (const VersionOutcome& v : r.versions) {
     if (v.ok()) continue;
     ++failing;
+    if (!v.not_implemented.empty()) {
+      rep.observations.push_back(fmt::format("FAIL {}: {}.", v.version->id, v.not_implemented));
+      continue;
+    }
     std::string why;
     for (const std::string& f : v.failures) why += (why.empty() ? "" : "; ") + f;
     rep.observations.push_back(fmt::format(
@@ -320,11 +339,17 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
       "straightforward {} computation took {:.2f} s.",
       r.reference_s, to_string(p.dtype), r.budget_s));
 
+  for (const std::string& n : c.notes) rep.observations.push_back(n);
   rep.figures["reference_time"] = {{"value", r.reference_s}, {"unit", "s"}};
   rep.figures["budget_time"] = {{"value", r.budget_s}, {"unit", "s"}};
   rep.figures["fwd_flops"] = {{"value", fwd_flops(p)}, {"unit", "FLOP"}};
   rep.figures["bwd_flops"] = {{"value", bwd_flops(p)}, {"unit", "FLOP"}};
+  rep.figures["host_memory_estimate"] = {{"value", run_host_bytes(c)}, {"unit", "B"}};
   rep.ok = failing == 0;
+  for (const VersionInfo* v : c.versions) rep.version_ids.push_back(v->id);
+  if (any_bwd_only &&
+      std::find(rep.version_ids.begin(), rep.version_ids.end(), "tiled") == rep.version_ids.end())
+    rep.version_ids.push_back("tiled");
   return rep;
 }
 

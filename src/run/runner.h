@@ -35,6 +35,9 @@ struct VersionOutcome {
   std::optional<int64_t> peak_device_bytes;
   std::map<std::string, ErrorStats> errors;  // by output name
   std::vector<std::string> failures;         // outputs over budget, NaN/Inf, broken promises
+  // "not implemented: ... (kernels/exercises/...:LINE)" when a starter reached a step still to
+  // be written: the version has no outputs and fails.
+  std::string not_implemented;
   bool ok() const { return failures.empty(); }
 };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cuda/runner.h"
+#include "run/host_memory.h"
 #include "util/error.h"
 #include "util/format.h"
 #include "util/npy.h"
@@ -35,8 +36,8 @@ bool needs_tiled_forward(const RunConfig& c) {
 
 std::vector<const VersionInfo*> parse_versions(const std::string& list) {
   std::vector<bool> chosen(versions().size(), false);
-  if (list == "all") {
-    chosen.assign(chosen.size(), true);
+  if (list == "all") {  // the ladder; the exercises are chosen by id
+    for (size_t i = 0; i < chosen.size(); ++i) chosen[i] = !versions()[i].exercise;
   } else {
     size_t start = 0;
     bool any = false;
@@ -66,7 +67,7 @@ std::vector<const VersionInfo*> parse_versions(const std::string& list) {
 std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const VersionInfo*>& list) {
   std::vector<const VersionInfo*> out;
   for (const VersionInfo* v : list)
-    if (v->cuda && !(v->cuda->unavailable && !v->cuda->unavailable().empty())) out.push_back(v);
+    if (cuda_unavailable(*v).empty()) out.push_back(v);
   return out;
 }
 
@@ -106,8 +107,9 @@ void validate_run(const RunConfig& c) {
   std::vector<const VersionInfo*> todo = c.versions;
   if (needs_tiled_forward(c)) todo.push_back(find_version("tiled"));
   for (const VersionInfo* v : todo) {
-    if (!v->cuda)
-      throw UsageError(fmt::format("version '{}' has no CUDA implementation in this build", v->id));
+    const std::string unavailable = cuda_unavailable(*v);
+    if (!unavailable.empty())
+      throw UsageError(fmt::format("version '{}' cannot run on cuda: {}", v->id, unavailable));
     if (v->cuda->check) {
       const std::string why = v->cuda->check(p);
       if (!why.empty()) throw UsageError(fmt::format("version '{}' on cuda: {}", v->id, why));
@@ -115,34 +117,14 @@ void validate_run(const RunConfig& c) {
   }
 }
 
-double estimate_host_bytes(const RunConfig& c) {
-  const Shape& s = c.problem.shape;
-  const double q = static_cast<double>(s.q_elems()), kv = static_cast<double>(s.kv_elems());
-  const double lse = static_cast<double>(s.lse_elems());
-  const double P = static_cast<double>(s.heads()) * s.Nq * s.Nk;
-  const double fwd_out = q + lse, bwd_out = q + 2 * kv;
-  double elems = 2 * q + 2 * kv;       // Q, K, V, dO
-  elems += fwd_out + bwd_out + 2 * P;  // reference: O, LSE, grads, P and its dP/dS
-  if (c.problem.dtype != DType::f64) elems += fwd_out + bwd_out + 2 * P;  // budget computation
-  elems += fwd_out;  // shared tiled forward of the backward-only versions
-  double extra_bytes = 0;
-  for (const VersionInfo* v : c.versions) {
-    elems += 2 * (fwd_out + bwd_out);           // the first run's outputs and the current run's
-    if (v->pass == Pass::both) elems += 2 * P;  // naive's P and its dP/dS
-    if (c.backend == Backend::cpu)
-      extra_bytes =
-          std::max(extra_bytes, static_cast<double>(v->workspace_bytes(c.problem, c.cpu)));
-  }
-  return elems * 8 + extra_bytes;
-}
-
 void check_memory(const RunConfig& c) {
-  const double need = estimate_host_bytes(c);
+  const double need = run_host_bytes(c);
   const double avail = static_cast<double>(available_memory_bytes());
   if (need > 0.9 * avail)
     throw UsageError(fmt::format(
         "this run needs about {} of host memory (inputs, the fp64 reference with its Nq x Nk "
-        "matrices, outputs) but {} is available; use a smaller B, H or N",
+        "matrices, outputs, the versions' own buffers) but {} is available; use a smaller B, H, N "
+        "or tile",
         format_bytes(need), format_bytes(avail)));
   if (c.backend != Backend::cuda) return;
   const cuda::DeviceInfo& d = cuda::device_info();

@@ -18,8 +18,8 @@ inline constexpr int kMaxTile = 4096;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kMaxRepeats = 10000;
 
-// "a,b" or "all" -> registry entries in registry order. Unknown id: UsageError naming the known
-// ids.
+// "a,b" or "all" (every version of the ladder; exercises by id) -> registry entries in registry
+// order. Unknown id: UsageError naming the known ids.
 std::vector<const VersionInfo*> parse_versions(const std::string& list);
 
 // The entries of `list` that the CUDA backend can run on this build and device: what "all" means
@@ -33,11 +33,8 @@ Backend resolve_backend(const std::string& name);
 // Shape, scale, tiles, threads, repeats; on cuda also each version's own check().
 void validate_run(const RunConfig& c);
 
-// Bytes of host memory a run needs at its peak: inputs, the fp64 reference with its N x N P, the
-// fp32 computation that sets the error budget, every version's outputs, naive's P.
-double estimate_host_bytes(const RunConfig& c);
-
-// Host memory (and device memory on cuda) against what is free. UsageError when it will not fit.
+// Host memory (run_host_bytes, and device memory on cuda) against what is available. UsageError
+// when it will not fit.
 void check_memory(const RunConfig& c);
 
 // Bytes a --dump of this run writes.

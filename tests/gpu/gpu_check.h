@@ -25,6 +25,7 @@
 #include "core/dtype.h"
 #include "core/problem.h"
 #include "cuda/runner.h"
+#include "run/compare.h"
 
 namespace flashlab::gpu_test {
 
@@ -49,7 +50,7 @@ inline ErrorStats compare(const HostTensor& x, const HostTensor& r) {
     e.bad = "size " + std::to_string(x.size()) + " vs reference " + std::to_string(r.size());
     return e;
   }
-  double num = 0.0, den = 0.0;
+  Norm2 num, den;  // scaled: sums of squares of tiny or huge values would under- or overflow
   size_t n = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     if (std::isinf(r[i])) {
@@ -66,14 +67,14 @@ inline ErrorStats compare(const HostTensor& x, const HostTensor& r) {
     }
     const double d = x[i] - r[i];
     ++n;
-    num += d * d;
-    den += r[i] * r[i];
+    num.add(d);
+    den.add(r[i]);
     e.max_abs = std::max(e.max_abs, std::abs(d));
   }
   // A reference that is exactly zero everywhere (dQ, dK with a single key, say) has no scale of
   // its own: the error is then the RMS of x, in the units of the O(1) random inputs.
-  e.rel =
-      den > 0 ? std::sqrt(num / den) : std::sqrt(num / static_cast<double>(std::max<size_t>(n, 1)));
+  e.rel = den.value() > 0 ? num.ratio(den)
+                          : num.value() / std::sqrt(static_cast<double>(std::max<size_t>(n, 1)));
   return e;
 }
 
@@ -140,6 +141,26 @@ inline std::vector<Case> case_matrix(std::initializer_list<MatrixShape> shapes) 
       for (bool causal : {false, true})
         for (const MatrixShape& s : shapes) cases.push_back({t, d, causal, s.B, s.H, s.Nq, s.Nk});
   return cases;
+}
+
+// One untimed run: no warm-up, no repeats, no L2 flush, no bitwise repeats.
+inline cuda::RunOptions once() {
+  cuda::RunOptions o;
+  o.warmup = 0;
+  o.repeats = 0;
+  o.flush_l2 = false;
+  o.bitwise_repeats = 0;
+  return o;
+}
+
+// The forward a backward kernel is given: the fp64 reference's, O rounded to the dtype as a
+// kernel would store it, LSE kept as fp64 here (the runner uploads it as fp32).
+inline Forward reference_forward_for(const Problem& p, const Forward& ref) {
+  Forward f;
+  f.O = ref.O;
+  round_all(p.dtype, f.O);
+  f.LSE = ref.LSE;
+  return f;
 }
 
 }  // namespace flashlab::gpu_test

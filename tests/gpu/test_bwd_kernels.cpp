@@ -49,24 +49,8 @@ std::vector<Case> bwd_cases() {
                                 {600, 2100, 1, 8}});
 }
 
-// The forward a backward kernel is given: the fp64 reference's, O rounded to the dtype as a
-// kernel would store it, LSE kept as fp64 here (the runner uploads it as fp32).
-Forward reference_forward_for(const Problem& p, const Forward& ref) {
-  Forward f;
-  f.O = ref.O;
-  round_all(p.dtype, f.O);
-  f.LSE = ref.LSE;
-  return f;
-}
-
-cuda::RunOptions once() {
-  cuda::RunOptions o;
-  o.warmup = 0;
-  o.repeats = 0;
-  o.flush_l2 = false;
-  o.bitwise_repeats = 0;
-  return o;
-}
+using gpu_test::once;
+using gpu_test::reference_forward_for;
 
 // With a single visible key P = 1 on every row, so dS = dP - D is exactly 0 and so are dQ and dK.
 // A kernel computes D = rowsum(O * dO) and dP = dO V^T in fp32 in different orders, and what is

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "cpu_versions.h"
 #include "cuda/ceilings.h"
 #include "cuda/counters.h"
 #include "gpu_check.h"
@@ -101,7 +100,7 @@ TEST(Counters, TiledForwardReadsItsInputsFromDram) {
   CpuOptions o;
   o.Br = o.Bc = 128;
   o.dry_run = true;
-  cpu::tiled_forward(p, Inputs{}, o, f, model);
+  find_version("tiled")->cpu_forward(p, Inputs{}, o, f, model);
   const double read = value(k, "dram_read_bytes"), written = value(k, "dram_write_bytes");
   std::cout << "fwd_kernel: DRAM read " << read / 1e6 << " MB (inputs " << inputs / 1e6
             << " MB, lecture's count " << model.elems_read * 2 / 1e6 << " MB), written "

@@ -38,6 +38,7 @@ TEST_P(CudaDeterminism, BackwardOverFiftyRuns) {
   opt.bitwise_repeats = kRuns - 1;
   int tested = 0;
   for (const VersionInfo& v : versions()) {
+    if (v.exercise) continue;  // the starters: tests/gpu/test_gpu_exercises.cpp
     if (!v.cuda || !v.cuda->backward) continue;
     SCOPED_TRACE(v.id);
     const bool bwd_only = v.cuda->forward == nullptr;

@@ -1,0 +1,122 @@
+#include "gradcheck_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/rng.h"
+#include "reference/attention.h"
+#include "util/error.h"
+
+namespace flashlab::lab {
+
+using reference::finite_difference;
+
+namespace {
+
+// Infinite when the sizes differ or an element is NaN (a gradient left unwritten stays NaN).
+double max_abs_diff(const HostTensor& a, const HostTensor& b) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (a.size() != b.size()) return kInf;
+  double m = 0;
+  for (size_t e = 0; e < a.size(); ++e) {
+    const double d = std::abs(a[e] - b[e]);
+    if (std::isnan(d)) return kInf;
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+// Outputs start as NaN, so an element a version forgets to write fails the comparison.
+Gradients poisoned(const Shape& s) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  Gradients g;
+  g.dQ.assign(static_cast<size_t>(s.q_elems()), kNaN);
+  g.dK.assign(static_cast<size_t>(s.kv_elems()), kNaN);
+  g.dV.assign(static_cast<size_t>(s.kv_elems()), kNaN);
+  return g;
+}
+
+const HostTensor& pick(const Gradients& g, char tensor) {
+  return tensor == 'Q' ? g.dQ : tensor == 'K' ? g.dK : g.dV;
+}
+
+GradcheckCase run_case(const GradcheckConfig& c, bool causal,
+                       const std::vector<const VersionInfo*>& chosen) {
+  Problem p;
+  p.shape = Shape{1, 1, c.N, c.N, c.d};
+  p.causal = causal;
+  p.dtype = DType::f64;
+  const Inputs in = make_inputs(p, c.seed);
+  CpuOptions opt;
+  opt.Br = c.Br;
+  opt.Bc = c.Bc;
+
+  GradcheckCase out;
+  out.causal = causal;
+  const Forward ref = reference::forward(p, in, true);
+  const Gradients standard = reference::backward(p, in, ref);
+
+  // Elements for the finite differences: stream 5 (+1 when causal) of the seed.
+  Rng rng(c.seed, causal ? 6 : 5);
+  for (char t : {'Q', 'K', 'V'})
+    for (int n = 0; n < c.per_tensor; ++n) {
+      FdPoint pt{t, rng.below(c.N), rng.below(c.d), 0, 0};
+      const int64_t index = pt.row * c.d + pt.col;
+      pt.finite_difference = finite_difference(p, in, t, index, c.eps);
+      pt.standard = pick(standard, t)[index];
+      out.standard_vs_fd =
+          std::max(out.standard_vs_fd, std::abs(pt.standard - pt.finite_difference));
+      out.points.push_back(pt);
+    }
+
+  Counters counters;
+  Forward tiled;
+  find_version("tiled")->cpu_forward(p, in, opt, tiled, counters);
+  out.fwd_max_abs = max_abs_diff(tiled.O, ref.O);
+
+  // Each CPU backward, fed by its own forward when it has one (naive needs its P), else by the
+  // tiled forward's O and LSE.
+  for (const VersionInfo* v : chosen) {
+    GradcheckVersion row{v->id, 0, 0, {}};
+    Gradients g = poisoned(p.shape);
+    try {
+      Forward own;
+      if (v->cpu_forward != nullptr) v->cpu_forward(p, in, opt, own, counters);
+      v->cpu_backward(p, in, v->cpu_forward != nullptr ? own : tiled, opt, g, counters);
+    } catch (const NotImplemented& e) {
+      row.not_implemented = e.what();
+      out.versions.push_back(row);
+      continue;
+    }
+    row.max_vs_standard =
+        std::max({max_abs_diff(g.dQ, standard.dQ), max_abs_diff(g.dK, standard.dK),
+                  max_abs_diff(g.dV, standard.dV)});
+    for (const FdPoint& pt : out.points) {
+      const HostTensor& x = pick(g, pt.tensor);
+      const size_t at = static_cast<size_t>(pt.row * c.d + pt.col);
+      const double diff = at < x.size() ? std::abs(x[at] - pt.finite_difference) : NAN;
+      row.max_vs_fd = std::isnan(diff) ? std::numeric_limits<double>::infinity()
+                                       : std::max(row.max_vs_fd, diff);
+    }
+    out.versions.push_back(row);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<const VersionInfo*> backward_versions() {
+  std::vector<const VersionInfo*> out;
+  for (const VersionInfo& v : versions())
+    if (v.cpu_backward != nullptr && !v.exercise) out.push_back(&v);
+  return out;
+}
+
+std::vector<GradcheckCase> run_gradcheck(const GradcheckConfig& config,
+                                         const std::vector<const VersionInfo*>& chosen) {
+  const std::vector<const VersionInfo*> vs = chosen.empty() ? backward_versions() : chosen;
+  return {run_case(config, false, vs), run_case(config, true, vs)};
+}
+
+}  // namespace flashlab::lab

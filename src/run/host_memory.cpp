@@ -1,0 +1,110 @@
+#include "run/host_memory.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "reference/attention.h"
+#include "util/sysinfo.h"
+
+namespace flashlab {
+
+namespace {
+
+// Elements of the host tensors (doubles) a version's outcome keeps: O, LSE and/or dQ, dK, dV.
+double outcome_bytes(const VersionInfo& v, const Shape& s) {
+  double e = 0;
+  if (v.pass != Pass::bwd) e += static_cast<double>(s.q_elems() + s.lse_elems());
+  if (v.pass != Pass::fwd) e += static_cast<double>(s.q_elems() + 2 * s.kv_elems());
+  return 8 * e;
+}
+
+// The running version: two sets of outputs, naive's P, and its twin's own buffers (CPU only; on the
+// device the twin's buffers are device memory, checked separately).
+double running_bytes(const RunConfig& c, const VersionInfo& v) {
+  const Shape& s = c.problem.shape;
+  double bytes = 2 * outcome_bytes(v, s);
+  if (v.pass == Pass::both) bytes += 8.0 * s.heads() * s.Nq * s.Nk;
+  if (c.backend == Backend::cpu)
+    bytes += static_cast<double>(v.cpu_scratch_bytes(c.problem, c.cpu));
+  return bytes;
+}
+
+bool has_backward_only(const RunConfig& c) {
+  for (const VersionInfo* v : c.versions)
+    if (v->pass == Pass::bwd) return true;
+  return false;
+}
+
+// The tiled forward the backward-only versions read: its output, and while it runs its twin's
+// buffers.
+double shared_forward_bytes(const RunConfig& c, bool running) {
+  const Shape& s = c.problem.shape;
+  double bytes = 8.0 * (s.q_elems() + s.lse_elems());
+  if (running && c.backend == Backend::cpu)
+    bytes += static_cast<double>(find_version("tiled")->cpu_scratch_bytes(c.problem, c.cpu));
+  return bytes;
+}
+
+double program_bytes(const RunConfig& c) {
+  static const double resident = static_cast<double>(resident_memory_bytes());
+  const int threads = c.cpu.threads > 0 ? c.cpu.threads : omp_get_max_threads();
+  return resident + kSlackBytes + kThreadBytes * threads;
+}
+
+}  // namespace
+
+double run_host_bytes(const RunConfig& c) {
+  const Problem& p = c.problem;
+  const Shape& s = p.shape;
+  const double inputs = 8.0 * (2 * s.q_elems() + 2 * s.kv_elems());
+  const double ref_out = 8.0 * (2 * s.q_elems() + s.lse_elems() + 2 * s.kv_elems());
+  const double P = 8.0 * s.heads() * s.Nq * s.Nk;
+
+  // Reference: the forward, then the backward while the forward's O, LSE and P are kept.
+  double peak = inputs + static_cast<double>(reference::forward_peak_bytes(p, 8, true));
+  peak = std::max(peak, inputs + 8.0 * (s.q_elems() + s.lse_elems()) + P +
+                            static_cast<double>(reference::backward_peak_bytes(p, 8)));
+
+  // Budget: the storage-dtype computation beside the reference's outputs.
+  double kept = inputs + ref_out;
+  if (p.dtype != DType::f64) {
+    const int acc = 4;
+    const double lowp_fwd = static_cast<double>(reference::forward_peak_bytes(p, acc, true));
+    peak = std::max(peak, kept + lowp_fwd);
+    const double lowp_fwd_out = 8.0 * (s.q_elems() + s.lse_elems()) + P;
+    peak = std::max(
+        peak, kept + lowp_fwd_out + static_cast<double>(reference::backward_peak_bytes(p, acc)));
+    // Comparing: a rounded copy of one reference output at a time.
+    peak = std::max(peak, kept + lowp_fwd_out + 8.0 * (s.q_elems() + 2 * s.kv_elems()) +
+                              8.0 * std::max(s.q_elems(), s.kv_elems()));
+  }
+
+  // Versions, in order; the shared forward is made before the first backward-only version.
+  const bool shared = has_backward_only(c);
+  for (const VersionInfo* v : c.versions) {
+    if (v->pass == Pass::bwd) peak = std::max(peak, kept + shared_forward_bytes(c, true));
+    peak =
+        std::max(peak, kept + (shared ? shared_forward_bytes(c, false) : 0) + running_bytes(c, *v));
+    kept += outcome_bytes(*v, s);
+  }
+  // Outputs: one .npy file at a time (at most 8 bytes an element, plus its header).
+  if (shared) kept += shared_forward_bytes(c, false);
+  if (!c.dump_dir.empty()) kept += 8.0 * std::max(s.q_elems(), s.kv_elems()) + 4096;
+  peak = std::max(peak, kept);
+  return peak + program_bytes(c);
+}
+
+double bench_point_host_bytes(const RunConfig& c) {
+  const Shape& s = c.problem.shape;
+  const double inputs = 8.0 * (2 * s.q_elems() + 2 * s.kv_elems());
+  double peak = 0;
+  const bool shared = has_backward_only(c);
+  for (const VersionInfo* v : c.versions) {
+    if (v->pass == Pass::bwd) peak = std::max(peak, shared_forward_bytes(c, true));
+    peak = std::max(peak, (shared ? shared_forward_bytes(c, false) : 0) + running_bytes(c, *v));
+  }
+  return inputs + peak + program_bytes(c);
+}
+
+}  // namespace flashlab

@@ -1,0 +1,176 @@
+// docs/COURSEWORK.md is run, not just read: every command of its `sh` blocks runs, in order, in a
+// fresh copy of this tree (its git-tracked and new files, as a clone would have them, under git of
+// its own), from the first `cmake --preset cpu` to `flashlab verify`. Hidden lines
+// `<!-- coursework-test: run CMD -->` stand in for the student (they copy in the solutions kept
+// under tests/exercise_solutions/, and change a line of a source); `<!-- coursework-test: expect
+// TEXT -->` requires TEXT in the output of the command before it; `# exit N` ends a command that
+// must exit with status N. So the guide proves, each time the tests run:
+//   - a new version from `flashlab new myrung --from atomic-dq` is built and passes, with no other
+//     file of the tree changed (`git status` shows the new folder alone);
+//   - each starter says `not implemented` and exits 1; its solution passes run, gradcheck and the
+//     lab that takes it;
+//   - verify: all match on the untouched report, a changed line is named (exit 1), bad input
+//     exits 2.
+// docs/COURSEWORK.zh.md must hold the same commands, in the same order.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_cli_helpers.h"
+
+namespace flashlab {
+namespace {
+
+using testing::quoted;
+using testing::ScratchDir;
+using testing::slurp;
+
+struct Step {
+  enum Kind { command, hidden, expect } kind;
+  std::string text;
+  int exit_status = 0;
+  bool operator==(const Step&) const = default;
+};
+
+std::vector<Step> steps_of(const std::string& doc_path) {
+  std::istringstream in(slurp(doc_path));
+  std::vector<Step> steps;
+  static const std::regex directive("^<!-- coursework-test: (run|expect) (.+) -->$");
+  static const std::regex exit_note("^(.*?)\\s+# exit ([0-9]+)$");
+  bool in_sh = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!in_sh && line == "```sh") {
+      in_sh = true;
+      continue;
+    }
+    if (in_sh && line == "```") {
+      in_sh = false;
+      continue;
+    }
+    std::smatch m;
+    if (in_sh) {
+      if (line.empty() || line[0] == '#') continue;
+      Step s{Step::command, line, 0};
+      if (std::regex_match(line, m, exit_note)) s = {Step::command, m[1], std::stoi(m[2])};
+      steps.push_back(s);
+    } else if (std::regex_match(line, m, directive)) {
+      steps.push_back({m[1] == "run" ? Step::hidden : Step::expect, m[2], 0});
+    }
+  }
+  return steps;
+}
+
+int run_in(const std::string& dir, const std::string& command, std::string& output) {
+  ScratchDir io;
+  {
+    std::ofstream script(io / "step.sh");
+    script << "set -o pipefail\ncd " << quoted(dir) << "\n" << command << "\n";
+  }
+  const std::string cmd =
+      "bash " + quoted(io / "step.sh") + " </dev/null >" + quoted(io / "out") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  output = slurp(io.path() / "out");
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// Shell text that copies this tree's tracked and new (not ignored) files to `root`, as a clone
+// would have them, and leaves the shell in `root`.
+std::string copy_tree(const std::string& root) {
+  return "mkdir -p " + quoted(root) + " && cd " + quoted(FLASHLAB_SOURCE_DIR) +
+         " && git ls-files -z -co --exclude-standard | tar --null -T - --ignore-failed-read -cf - "
+         "| tar -xf - -C " +
+         quoted(root) + " && cd " + quoted(root);
+}
+
+TEST(Coursework, ChineseGuideHasTheSameCommands) {
+  const std::string dir = std::string(FLASHLAB_SOURCE_DIR) + "/docs/";
+  const std::vector<Step> en = steps_of(dir + "COURSEWORK.md"),
+                          zh = steps_of(dir + "COURSEWORK.zh.md");
+  ASSERT_GT(en.size(), 20u);
+  ASSERT_EQ(en.size(), zh.size());
+  for (size_t i = 0; i < en.size(); ++i) EXPECT_EQ(en[i].text, zh[i].text) << "step " << i;
+  EXPECT_TRUE(en == zh);
+}
+
+TEST(Coursework, TheGuideRunsInAFreshCopyOfTheTree) {
+  ScratchDir tmp;
+  const std::string root = tmp / "flashlab";
+  std::string out;
+  const std::string copy = copy_tree(root) +
+                           " && git init -q && git add -A && git -c user.name=course "
+                           "-c user.email=course@localhost commit -qm tree";
+  ASSERT_EQ(run_in(tmp.path().string(), copy, out), 0) << out;
+
+  std::string last_command, last_output;
+  for (const Step& s : steps_of(std::string(FLASHLAB_SOURCE_DIR) + "/docs/COURSEWORK.md")) {
+    if (s.kind == Step::expect) {
+      EXPECT_NE(last_output.find(s.text), std::string::npos)
+          << "`" << last_command << "` should print '" << s.text << "':\n"
+          << last_output;
+      continue;
+    }
+    const int rc = run_in(root, s.text, last_output);
+    last_command = s.text;
+    EXPECT_EQ(rc, s.exit_status) << "`" << s.text << "`:\n" << last_output;
+    if (s.text == "git status --short") {  // the new folder, and nothing else
+      static const std::regex only_new_folder("^\\?\\? kernels/[0-9][0-9]_myrung/\n$");
+      EXPECT_TRUE(std::regex_match(last_output, only_new_folder)) << last_output;
+    }
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// A folder's own build needs (kernels/<folder>/version.cmake): a rung that asks for sm_90a alone is
+// compiled for sm_90a when the build has compute_90a, and left out, with the reason, when it has
+// not; its CPU twin is registered either way. Configures only (no CUDA compile), and only where
+// nvcc is.
+TEST(Coursework, AFolderCanAskForItsOwnCudaArchitectures) {
+  if (std::system("command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc") != 0)
+    GTEST_SKIP() << "no nvcc: the CUDA configuration cannot be checked here";
+  ScratchDir tmp;
+  const std::string root = tmp / "flashlab";
+  std::string out;
+  const std::string copy =
+      copy_tree(root) + " && " + quoted(FLASHLAB_BIN) + " new hopperish --from atomic-dq" +
+      " && echo 'set(VERSION_CUDA_ARCHS 90a)' > \"$(echo kernels/*_hopperish)/version.cmake\"";
+  ASSERT_EQ(run_in(tmp.path().string(), copy, out), 0) << out;
+  const auto configure = [&](const std::string& gencode) {
+    std::string log;
+    const int rc = run_in(root,
+                          "cmake -S . -B build/arch -G Ninja -DFLASHLAB_CUDA=ON "
+                          "-DFLASHLAB_TESTS=OFF '-DFLASHLAB_CUDA_GENCODE=" +
+                              gencode + "'",
+                          log);
+    EXPECT_EQ(rc, 0) << log;
+    return log;
+  };
+  std::string log = configure("-gencode=arch=compute_80,code=sm_80");
+  EXPECT_TRUE(
+      std::regex_search(log, std::regex("_hopperish \\(CPU only: this build has no sm_90a code")))
+      << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("04_atomic_dq \\(CUDA: sm_80\\)"))) << log;
+  log = configure("-gencode=arch=compute_80,code=sm_80;-gencode=arch=compute_90a,code=sm_90a");
+  EXPECT_TRUE(std::regex_search(log, std::regex("_hopperish \\(CUDA: sm_90a\\)"))) << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("04_atomic_dq \\(CUDA: sm_80 sm_90a\\)"))) << log;
+  // The folder's .cu files get its own -gencode alone (build.ninja: one paragraph per object).
+  const std::string ninja = slurp(root + "/build/arch/build.ninja");
+  int objects = 0;
+  for (size_t at = ninja.find("\nbuild "); at != std::string::npos;
+       at = ninja.find("\nbuild ", at + 1)) {
+    const std::string para = ninja.substr(at, ninja.find("\n\n", at) - at);
+    if (para.find("hopperish_cuda.dir") == std::string::npos ||
+        para.find(".cu.o:") == std::string::npos)
+      continue;
+    ++objects;
+    EXPECT_NE(para.find("-gencode=arch=compute_90a,code=sm_90a"), std::string::npos) << para;
+    EXPECT_EQ(para.find("compute_80"), std::string::npos) << para;
+  }
+  EXPECT_GT(objects, 0) << "no CUDA object of the folder in build.ninja";
+}
+
+}  // namespace
+}  // namespace flashlab

@@ -1,0 +1,196 @@
+// The chapter's exercises as starters (kernels/exercises/): each one compiles, runs, and stops at
+// a step still to write with `not implemented: <what> (kernels/exercises/<folder>/cpu.cpp:LINE)`,
+// LINE being a FLASHLAB_TODO line of that file; and each is solvable: its solution (kept under
+// tests/exercise_solutions/, compiled into this binary as a version of its own) passes the error
+// budget of `flashlab run` and the gradient check, and counts what its schedule moves.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "labs/gradcheck_run.h"
+#include "labs/no_lse_backward.h"
+#include "registry.h"
+#include "run/runner.h"
+#include "test_cli_helpers.h"
+#include "test_cpu_util.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace flashlab::folders {
+extern const VersionEntry v_solution_ex1_ds;
+extern const VersionEntry v_solution_ex2_fa2_bwd;
+extern const VersionEntry v_solution_ex3_no_lse;
+}  // namespace flashlab::folders
+
+namespace flashlab {
+namespace {
+
+using testing::fwd_of;
+using testing::make_problem;
+
+struct Exercise {
+  const char* id;
+  const char* folder;
+  const VersionEntry& solution;
+};
+
+const std::vector<Exercise>& exercises() {
+  static const std::vector<Exercise> list = {
+      {"ex1-ds", "kernels/exercises/ex1_ds", folders::v_solution_ex1_ds},
+      {"ex2-fa2-bwd", "kernels/exercises/ex2_fa2_bwd", folders::v_solution_ex2_fa2_bwd},
+      {"ex3-no-lse", "kernels/exercises/ex3_no_lse", folders::v_solution_ex3_no_lse}};
+  return list;
+}
+
+// A solution as the registry would hold it, were it copied over its starter.
+VersionInfo solved(const Exercise& e) {
+  return VersionInfo{e.solution, e.folder, true, nullptr, "a solution under test", "", {}};
+}
+
+std::string line_of(const std::string& file, int n) {
+  std::istringstream in(testing::slurp(std::string(FLASHLAB_SOURCE_DIR) + "/" + file));
+  std::string line;
+  for (int i = 1; i <= n && std::getline(in, line); ++i) {
+  }
+  return line;
+}
+
+// The message names a FLASHLAB_TODO line of the starter's own cpu.cpp.
+void expect_points_at_a_todo(const std::string& message, const Exercise& e) {
+  const std::regex re(std::string("^not implemented: .+ \\((") + e.folder +
+                      "/cpu\\.cpp):([0-9]+)\\)$");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(message, m, re)) << message;
+  EXPECT_NE(line_of(m[1], std::stoi(m[2])).find("FLASHLAB_TODO"), std::string::npos)
+      << message << " does not point at a FLASHLAB_TODO line";
+}
+
+TEST(Exercises, AreRegisteredAfterTheLadderAndLeftOutOfAll) {
+  std::vector<std::string> ids;
+  bool seen_exercise = false;
+  for (const VersionInfo& v : versions()) {
+    if (v.exercise) seen_exercise = true;
+    EXPECT_TRUE(!seen_exercise || v.exercise) << v.id << " comes after an exercise";
+    if (v.exercise) ids.push_back(v.id);
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"ex1-ds", "ex2-fa2-bwd", "ex3-no-lse"}));
+  const testing::CliResult r = testing::run_cli("list --table exercises");
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const std::string& id : ids) EXPECT_NE(r.out.find(id), std::string::npos) << r.out;
+}
+
+TEST(Exercises, StartersStopAtTheirFirstTodoWithFileAndLine) {
+  const Problem p = make_problem(1, 2, 40, 33, 16, true, DType::f64);
+  const Inputs in = make_inputs(p, 5);
+  CpuOptions o;
+  o.Br = 16, o.Bc = 8;
+  Forward fwd;
+  Counters c;
+  fwd_of("tiled")(p, in, o, fwd, c);
+  for (const Exercise& e : exercises()) {
+    SCOPED_TRACE(e.id);
+    const VersionInfo* v = find_version(e.id);
+    ASSERT_TRUE(v && v->exercise && v->cpu_backward);
+    EXPECT_EQ(std::string(v->folder), e.folder);
+    Gradients g;
+    try {
+      v->cpu_backward(p, in, fwd, o, g, c);
+      ADD_FAILURE() << e.id << " ran to the end as a starter";
+    } catch (const NotImplemented& x) {
+      expect_points_at_a_todo(x.what(), e);
+    }
+  }
+}
+
+TEST(Exercises, RunReportsNotImplementedAndExitsOne) {
+  for (const Exercise& e : exercises()) {
+    SCOPED_TRACE(e.id);
+    const testing::CliResult r =
+        testing::run_cli(std::string("run --versions ") + e.id + " -N 50 -d 8 --dtype fp64");
+    EXPECT_EQ(r.status, 1) << r.out << r.err;
+    const std::regex re(std::string("FAIL ") + e.id + ": (not implemented: .+\\))\\.");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, re)) << r.out;
+    expect_points_at_a_todo(m[1], e);
+  }
+  // The same through gradcheck.
+  const testing::CliResult g = testing::run_cli("gradcheck --versions ex1-ds");
+  EXPECT_EQ(g.status, 1);
+  EXPECT_NE(g.out.find("FAIL ex1-ds: not implemented: step 1"), std::string::npos) << g.out;
+}
+
+// The solved versions through the runner: fp64 and fp32, causal and not, ragged tiles, Nq != Nk.
+TEST(Exercises, SolutionsPassTheirErrorBudget) {
+  struct Shape_ {
+    int64_t Nq, Nk, d;
+    int Br, Bc;
+  };
+  for (const Exercise& e : exercises()) {
+    const VersionInfo v = solved(e);
+    for (DType t : {DType::f64, DType::f32})
+      for (bool causal : {false, true})
+        for (const Shape_ s : {Shape_{70, 45, 16, 16, 12}, Shape_{33, 90, 24, 8, 32}}) {
+          RunConfig c;
+          c.problem = make_problem(2, 2, s.Nq, s.Nk, s.d, causal, t);
+          c.versions = {&v};
+          c.seed = 11;
+          c.cpu.Br = s.Br, c.cpu.Bc = s.Bc;
+          c.repeats = 1, c.warmup = 0;
+          Progress progress;
+          const RunOutcome r = run_versions(c, progress);
+          ASSERT_EQ(r.versions.size(), 1u);
+          const VersionOutcome& o = r.versions[0];
+          SCOPED_TRACE(std::string(e.id) + " " + to_string(t) + (causal ? " causal" : "") +
+                       " Nq=" + std::to_string(s.Nq) + " Nk=" + std::to_string(s.Nk));
+          EXPECT_TRUE(o.not_implemented.empty()) << o.not_implemented;
+          EXPECT_EQ(o.errors.size(), 3u);  // dQ, dK, dV
+          for (const std::string& f : o.failures) ADD_FAILURE() << f;
+        }
+  }
+}
+
+TEST(Exercises, SolutionsPassTheGradientCheck) {
+  std::vector<VersionInfo> vs;
+  for (const Exercise& e : exercises()) vs.push_back(solved(e));
+  std::vector<const VersionInfo*> chosen;
+  for (const VersionInfo& v : vs) chosen.push_back(&v);
+  for (const lab::GradcheckCase& k : lab::run_gradcheck({}, chosen)) {
+    ASSERT_EQ(k.versions.size(), 3u);
+    for (const lab::GradcheckVersion& v : k.versions) {
+      SCOPED_TRACE(v.id + (k.causal ? std::string(" causal") : std::string()));
+      EXPECT_TRUE(v.not_implemented.empty()) << v.not_implemented;
+      EXPECT_LE(v.max_vs_standard, 1e-13);
+      EXPECT_LE(v.max_vs_fd, 1e-7);
+    }
+  }
+}
+
+// What the solved schedules move: ex2 walks atomic-dq's schedule, so its counters are atomic-dq's;
+// ex3 rebuilds LSE as the no-lse lab's own answer does, so its counters are that answer's.
+TEST(Exercises, SolvedSchedulesCountWhatTheirModelsCount) {
+  const VersionInfo ex2 = solved(exercises()[1]), ex3 = solved(exercises()[2]);
+  for (bool causal : {false, true})
+    for (auto [N, B] : {std::pair<int64_t, int>{256, 64}, {300, 48}}) {
+      const Problem p = make_problem(1, 3, N, N + 17, 32, causal, DType::f32);
+      CpuOptions o;
+      o.Br = B, o.Bc = B, o.dry_run = true;
+      Forward f;
+      Gradients g;
+      Counters mine, theirs;
+      ex2.cpu_backward(p, {}, f, o, g, mine);
+      find_version("atomic-dq")->cpu_backward(p, {}, f, o, g, theirs);
+      EXPECT_EQ(mine, theirs) << "ex2 vs atomic-dq, N=" << N << (causal ? " causal" : "");
+      Counters mine3, lab3;
+      ex3.cpu_backward(p, {}, f, o, g, mine3);
+      lab::no_lse_backward(p, {}, f, o, g, lab3);
+      EXPECT_EQ(mine3, lab3) << "ex3 vs the no-lse lab, N=" << N << (causal ? " causal" : "");
+      EXPECT_GT(mine3.matmul_flops, theirs.matmul_flops);
+    }
+}
+
+}  // namespace
+}  // namespace flashlab

@@ -1,0 +1,51 @@
+// Acceptance 3: the lecture's demo 1 (N = 48, d = 16, blocks 16 x 12, fp64, causal and not).
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "labs/gradcheck_run.h"
+
+namespace flashlab {
+namespace {
+
+TEST(Gradcheck, Demo1Bounds) {
+  const std::vector<lab::GradcheckCase> cases = lab::run_gradcheck();
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_FALSE(cases[0].causal);
+  EXPECT_TRUE(cases[1].causal);
+  for (const lab::GradcheckCase& c : cases) {
+    SCOPED_TRACE(c.causal ? "causal" : "full");
+    EXPECT_LE(c.fwd_max_abs, 1e-14);
+    EXPECT_EQ(c.points.size(), 18u);
+    EXPECT_LE(c.standard_vs_fd, 1e-7);
+    std::set<std::string> ids;
+    for (const lab::GradcheckVersion& v : c.versions) {
+      ids.insert(v.id);
+      EXPECT_LE(v.max_vs_standard, 1e-13) << v.id;
+      EXPECT_LE(v.max_vs_fd, 1e-7) << v.id;
+    }
+    EXPECT_EQ(ids, (std::set<std::string>{"naive", "recompute", "atomic-dq", "deterministic-dq"}));
+  }
+}
+
+// Other sizes and a ragged tiling still pass the same bounds (N not a multiple of Br or Bc).
+TEST(Gradcheck, RaggedTilesAndAnotherSeed) {
+  lab::GradcheckConfig config;
+  config.N = 29;
+  config.d = 8;
+  config.Br = 7;
+  config.Bc = 5;
+  config.seed = 17;
+  for (const lab::GradcheckCase& c : lab::run_gradcheck(config)) {
+    EXPECT_LE(c.fwd_max_abs, 1e-14);
+    EXPECT_LE(c.standard_vs_fd, 1e-7);
+    for (const lab::GradcheckVersion& v : c.versions) {
+      EXPECT_LE(v.max_vs_standard, 1e-13) << v.id;
+      EXPECT_LE(v.max_vs_fd, 1e-7) << v.id;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashlab
