@@ -467,6 +467,10 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
       throw std::runtime_error("the profiler still wanted more passes after " +
                                std::to_string(kMaxReplays));
     prepare();
+    // The outputs were just poisoned on the runner's stream (non-blocking, so not ordered with
+    // the sweep on the default stream): let those stores finish before the sweep pushes their
+    // dirty lines out of L2, or their write-back is charged to the kernel.
+    FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
     clean_l2(pr);
     FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
     raw.log.clear();
