@@ -161,8 +161,8 @@ TEST(PlotCli, ExtremeNumbersFinishWithAWellFormedSvg) {
     json doc = bench;
     int i = 0;
     for (json& row : doc["tables"][0]["rows"]) row["tflops"] = i++ % 2 ? std::nextafter(x, 0.0) : x;
-    const std::string in = dir / ("r" + std::to_string(k) + ".json");
-    const std::string out = dir / ("r" + std::to_string(k++) + ".svg");
+    const std::string stem = dir / std::to_string(k++);
+    const std::string in = stem + ".json", out = stem + ".svg";
     std::ofstream(in) << doc.dump();
     const CliResult r = run_cli("plot " + quoted(in) + " -o " + quoted(out), 30, 1024);
     EXPECT_EQ(r.status, 0) << "tflops " << x << ": " << r.err;
