@@ -76,6 +76,7 @@ TEST(CliErrors, RunRejectsBadInputBeforeComputing) {
       {"scale zero", "run -N 8 --scale 0 --json %J", "--scale must be a positive number"},
       {"scale negative zero", "run -N 8 --scale -0 --json %J", "--scale must be a positive number"},
       {"json empty", "run -N 8 --json ''", "--json: an empty value is not allowed"},
+      {"json= empty", "run -N 8 --json= --format=table", "--json: an empty value is not allowed"},
       {"dump empty", "run -N 8 --dump '' --json %J", "--dump: an empty value is not allowed"},
       {"table empty", "run -N 8 --table '' --json %J", "--table: an empty value is not allowed"},
       // Checked before any work: nothing is computed, nothing is written.

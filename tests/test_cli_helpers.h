@@ -66,11 +66,16 @@ inline std::string flashlab_bin() {
 inline constexpr int kTimedOut = 124;
 
 // Runs `flashlab ARGS` through /bin/sh (ARGS is shell text), stdin from /dev/null; a run that takes
-// longer than `limit_s` seconds is killed and reported with status kTimedOut.
-inline CliResult run_cli(const std::string& args, int limit_s = 120) {
+// longer than `limit_s` seconds is killed and reported with status kTimedOut. `data_limit_mib`,
+// when set, caps the memory it may allocate (ulimit -d), so a runaway build cannot take the
+// machine's.
+inline CliResult run_cli(const std::string& args, int limit_s = 120, int data_limit_mib = 0) {
   ScratchDir io;
-  const std::string cmd = "timeout -k 5 " + std::to_string(limit_s) + " '" + flashlab_bin() + "' " +
-                          args + " </dev/null >'" + (io / "out") + "' 2>'" + (io / "err") + "'";
+  const std::string limit =
+      data_limit_mib > 0 ? "ulimit -d " + std::to_string(data_limit_mib * 1024) + " && " : "";
+  const std::string cmd = limit + "timeout -k 5 " + std::to_string(limit_s) + " '" +
+                          flashlab_bin() + "' " + args + " </dev/null >'" + (io / "out") + "' 2>'" +
+                          (io / "err") + "'";
   const int rc = std::system(cmd.c_str());
   CliResult r;
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;

@@ -440,7 +440,10 @@ TEST(IoLab, MeasuredHalfFollowsTheCounters) {
   // The same shares for both: the measured ratio is the modeled one, and the 1.8 holds.
   const Report same = lab::io_lab(o, FakeGpu{0.3, 0.3, ""}.setup());
   EXPECT_EQ(same.figures.at("lecture_ratio_holds").at("value"), true);
-  const Report zh = lab::io_lab(LabOptions{"zh", "cuda", 0}, FakeGpu{0.3, 0.3, ""}.setup());
+  LabOptions zo;
+  zo.lang = "zh";
+  zo.backend = "cuda";
+  const Report zh = lab::io_lab(zo, FakeGpu{0.3, 0.3, ""}.setup());
   bool holds_zh = false;
   for (const std::string& s : zh.observations)
     holds_zh = holds_zh || s.find("讲义的 ≈ 1.8 对这块 GPU 的显存流量成立") != std::string::npos;

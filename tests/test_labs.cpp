@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -79,6 +80,9 @@ TEST(Labs, EveryLabFillsItsReportInBothLanguages) {
       ASSERT_FALSE(r.observations.empty());
       for (const Table& t : r.tables) {
         EXPECT_FALSE(t.id.empty());
+        // `--table` is checked against the ids a lab declares, before it runs.
+        EXPECT_NE(std::find(l.tables.begin(), l.tables.end(), t.id), l.tables.end())
+            << t.id << " is not among the lab's declared tables";
         EXPECT_EQ(has_cjk(t.title), lang == "zh") << t.title;
         ASSERT_FALSE(t.rows.empty()) << t.id;
         for (const auto& row : t.rows) {

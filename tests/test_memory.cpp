@@ -136,10 +136,11 @@ TEST(Memory, ShapesThatDoNotFitAreRefusedBeforeAnyAllocation) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       // deterministic-dq's 896 dQ splits (57344 / 64) of 7.3M floats were not counted.
       {"bench --backend cpu --N 57344 --versions deterministic-dq --causal no",
-       "the bench point N=57344 d=64 needs about"},
+       "the bench point N=57344 d=64 (inputs, outputs, the versions' own buffers) needs about"},
       // 16384 fp64 splits of 262144 doubles: 32 GiB, counted at 4 bytes an element before.
       {"run --versions deterministic-dq --dtype fp64 -H 1 --Nq 1024 --Nk 16384 -d 256 --bc 1",
-       "this run needs about"},
+       "this run (inputs, the fp64 reference with its Nq x Nk matrices, outputs, the versions' "
+       "own buffers) needs about"},
   };
   ScratchDir dir;
   // The children may not map more than 16 GiB, less than either shape needs, on any machine.
@@ -157,6 +158,23 @@ TEST(Memory, ShapesThatDoNotFitAreRefusedBeforeAnyAllocation) {
     EXPECT_EQ(err.rfind("flashlab: error: " + expected, 0), 0u);
     EXPECT_LT(peak, 32.0 * (1 << 20)) << "peak resident memory of the refused run";
   }
+}
+
+// Under a data limit every thread's whole stack counts: 64 threads of 8 MiB do not fit in 256 MiB
+// (libgomp used to abort with "Thread creation failed" after the work had started).
+TEST(Memory, ThreadStacksCountUnderAMemoryLimit) {
+  ScratchDir dir;
+  struct rlimit old, cap = {256ull << 20, 256ull << 20};
+  getrlimit(RLIMIT_DATA, &old);
+  setrlimit(RLIMIT_DATA, &cap);
+  const pid_t pid =
+      spawn(split_words("run -N 64 -d 8 --threads 64 --repeats 1 --warmup 0"), dir / "err");
+  setrlimit(RLIMIT_DATA, &old);
+  const auto [status, peak] = wait_for(pid, 60);
+  const std::string err = testing::slurp(dir / "err");
+  EXPECT_EQ(status, 2) << err;
+  EXPECT_EQ(testing::count_lines(err), 1) << err;
+  EXPECT_NE(err.find("for the stacks of its 64 threads"), std::string::npos) << err;
 }
 
 }  // namespace flashlab

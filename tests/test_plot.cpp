@@ -161,10 +161,10 @@ TEST(PlotCli, ExtremeNumbersFinishWithAWellFormedSvg) {
     json doc = bench;
     int i = 0;
     for (json& row : doc["tables"][0]["rows"]) row["tflops"] = i++ % 2 ? std::nextafter(x, 0.0) : x;
-    const std::string in = dir / ("r" + std::to_string(k) + ".json");
-    const std::string out = dir / ("r" + std::to_string(k++) + ".svg");
+    const std::string stem = dir / std::to_string(k++);
+    const std::string in = stem + ".json", out = stem + ".svg";
     std::ofstream(in) << doc.dump();
-    const CliResult r = run_cli("plot " + quoted(in) + " -o " + quoted(out), 30);
+    const CliResult r = run_cli("plot " + quoted(in) + " -o " + quoted(out), 30, 1024);
     EXPECT_EQ(r.status, 0) << "tflops " << x << ": " << r.err;
     svgs.push_back(out);
   }
@@ -176,7 +176,7 @@ TEST(PlotCli, ExtremeNumbersFinishWithAWellFormedSvg) {
   }
   std::ofstream(dir / "mixed.json") << mixed.dump();
   const CliResult r =
-      run_cli("plot " + quoted(dir / "mixed.json") + " -o " + quoted(dir / "mixed.svg"), 30);
+      run_cli("plot " + quoted(dir / "mixed.json") + " -o " + quoted(dir / "mixed.svg"), 30, 1024);
   EXPECT_EQ(r.status, 0) << r.err;
   svgs.push_back(dir / "mixed.svg");
   bool ok = false;
@@ -207,6 +207,24 @@ TEST(PlotCli, MalformedReportsAreBadInput) {
   mutate("cell_object.json", [](json& d) { d["tables"][0]["rows"][0]["N"] = json::object(); });
   mutate("gpu_string.json", [](json& d) { d["machine"]["gpu"] = "H200"; });
   mutate("tool_version_number.json", [](json& d) { d["tool"]["version"] = 1; });
+}
+
+// A report too large for the memory the process has is refused before it is read (parsing it
+// ran out of memory inside the JSON library, which then aborted).
+TEST(PlotCli, ReportTooLargeForMemoryIsRefused) {
+  ScratchDir dir;
+  ASSERT_EQ(run_cli("lab cost --json " + quoted(dir / "cost.json")).status, 0);
+  json doc = json::parse(testing::slurp(dir / "cost.json"));
+  const json rows = doc["tables"][0]["rows"];
+  while (doc["tables"][0]["rows"].size() < 40000)
+    for (const json& row : rows) doc["tables"][0]["rows"].push_back(row);
+  std::ofstream(dir / "big.json") << doc.dump();
+  const CliResult r =
+      run_cli("plot " + quoted(dir / "big.json") + " -o " + quoted(dir / "big.svg"), 30, 64);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(testing::count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("reading a report takes about"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "big.svg"));
 }
 
 TEST(PlotCli, LabAllReportDrawsItsCostTable) {

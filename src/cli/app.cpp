@@ -4,6 +4,7 @@
 
 #include "build_info.h"
 #include "cli/common.h"
+#include "util/error.h"
 
 namespace flashlab::cli {
 
@@ -64,6 +65,15 @@ CLI::Validator non_empty() {
 }
 
 }  // namespace
+
+void check_inline_values(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") return;  // what follows are values
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=')
+      throw UsageError(a.substr(0, a.size() - 1) + ": an empty value is not allowed");
+  }
+}
 
 void build_app(CLI::App& app, Action& action) {
   app.name("flashlab");

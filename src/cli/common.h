@@ -21,6 +21,10 @@ using Action = std::function<int()>;
 // Integer options read decimal digits only, and no option takes an empty value.
 void build_app(CLI::App& app, Action& action);
 
+// `--json=` (an empty value after '=') makes CLI11 take the next argument as the value: refused
+// here, before parsing, like any other empty value. Throws UsageError.
+void check_inline_values(int argc, const char* const* argv);
+
 struct OutputOptions {
   std::string json;  // file, "-" for stdout, empty for none
   std::string format = "table";

@@ -29,7 +29,10 @@ int main(int argc, char** argv) {
   cli::Action action;
   cli::build_app(app, action);
   try {
+    cli::check_inline_values(argc, argv);
     app.parse(argc, argv);
+  } catch (const UsageError& e) {
+    return fail(cli::kExitUsage, e.what());
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(cli::kExitUsage, e.what());

@@ -1,6 +1,9 @@
 // flashlab plot REPORT.json -o FILE.svg: figures drawn from a saved report (src/plot/plot.h).
 #include "plot/plot.h"
 
+#include <fmt/format.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -8,6 +11,8 @@
 #include "report/json_doc.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/format.h"
+#include "util/sysinfo.h"
 
 namespace flashlab::cli {
 
@@ -21,7 +26,22 @@ struct PlotArgs {
 
 const std::vector<std::string> kTables = {"plot"};
 
+// A parsed JSON document takes about ten times its text in memory (nlohmann::json's values and
+// maps), and the text is read whole first: twelve times the file in all.
+constexpr double kReadFactor = 12;
+
 json read_report(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::is_regular_file(path, ec)
+                        ? static_cast<double>(std::filesystem::file_size(path, ec))
+                        : 0.0;
+  const double avail = static_cast<double>(available_memory_bytes());
+  if (!ec && kReadFactor * size > 0.9 * avail)
+    throw UsageError(fmt::format(
+        "cannot read '{}': it is {}, and reading a report takes about {} times its size ({}) but "
+        "{} is available",
+        path, format_bytes(size), kReadFactor, format_bytes(kReadFactor * size),
+        format_bytes(avail)));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot read '" + path + "'");
   std::stringstream ss;

@@ -15,7 +15,6 @@
 #include "util/error.h"
 #include "util/format.h"
 #include "util/progress.h"
-#include "util/sysinfo.h"
 
 namespace flashlab {
 
@@ -169,7 +168,6 @@ void validate_bench(const BenchConfig& b) {
   for (int64_t d : b.ds)
     if (d < 1 || d > kMaxHeadDim)
       throw UsageError(fmt::format("d must be in 1..{} (got {})", kMaxHeadDim, d));
-  const double avail = static_cast<double>(available_memory_bytes());
   for (DType t : b.dtypes)
     for (int64_t d : b.ds)
       for (bool causal : b.causal) {
@@ -181,12 +179,10 @@ void validate_bench(const BenchConfig& b) {
           const RunConfig point =
               run_config(b, bench_problem(b, N, d, t, causal), b.warmup, b.repeats);
           validate_run(point);
-          const double need = bench_point_host_bytes(point);
-          if (need > 0.9 * avail)
-            throw UsageError(fmt::format(
-                "the bench point N={} d={} needs about {} of host memory (inputs, outputs, the "
-                "versions' own buffers) but {} is available",
-                N, d, format_bytes(need), format_bytes(avail)));
+          check_host_room(point, bench_point_host_bytes(point),
+                          fmt::format("the bench point N={} d={} (inputs, outputs, the versions' "
+                                      "own buffers)",
+                                      N, d));
         }
       }
 }

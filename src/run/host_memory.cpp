@@ -1,10 +1,13 @@
 #include "run/host_memory.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 
 #include "reference/attention.h"
+#include "util/error.h"
+#include "util/format.h"
 #include "util/sysinfo.h"
 
 namespace flashlab {
@@ -46,10 +49,13 @@ double shared_forward_bytes(const RunConfig& c, bool running) {
   return bytes;
 }
 
+int threads_of(const RunConfig& c) {
+  return c.cpu.threads > 0 ? c.cpu.threads : omp_get_max_threads();
+}
+
 double program_bytes(const RunConfig& c) {
   static const double resident = static_cast<double>(resident_memory_bytes());
-  const int threads = c.cpu.threads > 0 ? c.cpu.threads : omp_get_max_threads();
-  return resident + kSlackBytes + kThreadBytes * threads;
+  return resident + kSlackBytes + kThreadBytes * threads_of(c);
 }
 
 }  // namespace
@@ -93,6 +99,24 @@ double run_host_bytes(const RunConfig& c) {
   if (!c.dump_dir.empty()) kept += 8.0 * std::max(s.q_elems(), s.kv_elems()) + 4096;
   peak = std::max(peak, kept);
   return peak + program_bytes(c);
+}
+
+void check_host_room(const RunConfig& c, double need, const std::string& what) {
+  const MemoryRoom room = memory_room();
+  const double resident = static_cast<double>(room.resident);
+  if (need > 0.9 * resident)
+    throw UsageError(
+        fmt::format("{} needs about {} of host memory but {} is available; use a "
+                    "smaller B, H, N or tile",
+                    what, format_bytes(need), format_bytes(resident)));
+  const double stacks = static_cast<double>(thread_stack_bytes()) * threads_of(c);
+  const double mapped = static_cast<double>(room.mapped);
+  if (need + stacks > 0.9 * mapped)
+    throw UsageError(fmt::format(
+        "{} needs about {} of host memory and {} for the stacks of its {} threads, but this "
+        "process's memory limit (ulimit -v or -d) leaves {}; use a smaller B, H, N, tile or "
+        "--threads",
+        what, format_bytes(need), format_bytes(stacks), threads_of(c), format_bytes(mapped)));
 }
 
 double bench_point_host_bytes(const RunConfig& c) {

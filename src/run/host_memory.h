@@ -13,6 +13,8 @@
 // The estimate is the largest phase plus the program itself.
 #pragma once
 
+#include <string>
+
 #include "run/config.h"
 
 namespace flashlab {
@@ -25,6 +27,12 @@ inline constexpr double kThreadBytes = 256.0 * (1 << 10);
 
 // `flashlab run` with this configuration.
 double run_host_bytes(const RunConfig& c);
+
+// Throws UsageError, one sentence that starts with `what`, when `need` bytes do not fit in what
+// this process may still allocate: 90% of the memory available, and under an address-space or
+// data limit (ulimit -v, -d) 90% of that limit's room less the whole stack of each of the run's
+// threads.
+void check_host_room(const RunConfig& c, double need, const std::string& what);
 
 // One timed point of `flashlab bench`: its inputs, the shared tiled forward, one version at a time.
 double bench_point_host_bytes(const RunConfig& c);

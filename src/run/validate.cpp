@@ -9,7 +9,6 @@
 #include "util/error.h"
 #include "util/format.h"
 #include "util/npy.h"
-#include "util/sysinfo.h"
 
 namespace flashlab {
 
@@ -118,14 +117,9 @@ void validate_run(const RunConfig& c) {
 }
 
 void check_memory(const RunConfig& c) {
-  const double need = run_host_bytes(c);
-  const double avail = static_cast<double>(available_memory_bytes());
-  if (need > 0.9 * avail)
-    throw UsageError(fmt::format(
-        "this run needs about {} of host memory (inputs, the fp64 reference with its Nq x Nk "
-        "matrices, outputs, the versions' own buffers) but {} is available; use a smaller B, H, N "
-        "or tile",
-        format_bytes(need), format_bytes(avail)));
+  check_host_room(c, run_host_bytes(c),
+                  "this run (inputs, the fp64 reference with its Nq x Nk matrices, outputs, the "
+                  "versions' own buffers)");
   if (c.backend != Backend::cuda) return;
   const cuda::DeviceInfo& d = cuda::device_info();
   for (const VersionInfo* v : c.versions) {

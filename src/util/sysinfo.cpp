@@ -1,5 +1,6 @@
 #include "util/sysinfo.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -108,7 +109,7 @@ int64_t rlimit_room(int resource, const std::string& usage_key) {
 
 }  // namespace
 
-int64_t available_memory_bytes() {
+MemoryRoom memory_room() {
   int64_t avail = -1;
   std::ifstream in("/proc/meminfo");
   std::string key, unit;
@@ -121,8 +122,23 @@ int64_t available_memory_bytes() {
     }
   }
   if (avail < 0) avail = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  return std::min({avail, cgroup_room(), rlimit_room(RLIMIT_AS, "VmSize:"),
-                   rlimit_room(RLIMIT_DATA, "VmData:")});
+  return {std::min(avail, cgroup_room()),
+          std::min(rlimit_room(RLIMIT_AS, "VmSize:"), rlimit_room(RLIMIT_DATA, "VmData:"))};
+}
+
+int64_t available_memory_bytes() {
+  const MemoryRoom room = memory_room();
+  return std::min(room.resident, room.mapped);
+}
+
+int64_t thread_stack_bytes() {
+  pthread_attr_t attr;
+  size_t size = 8 << 20;
+  if (pthread_getattr_default_np(&attr) == 0) {
+    pthread_attr_getstacksize(&attr, &size);
+    pthread_attr_destroy(&attr);
+  }
+  return static_cast<int64_t>(size);
 }
 
 int64_t resident_memory_bytes() {
