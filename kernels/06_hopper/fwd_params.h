@@ -30,7 +30,7 @@ struct FwdParams {
 // The choices are measured (docs/perf.md, Hopper forward steps):
 //   - d = 64: three consumer warpgroups (192 rows), so that two of them do their softmax while
 //     the third has the tensor cores: at d = 64 the exponentials take about as long as the
-//     products (+14 % at N = 4096 causal, +22 % at N = 16384 non-causal, against two).
+//     products (+14 % at N = 4096 causal, +20 % at N = 16384 non-causal, against two).
 //   - causal tiles differ in length (the diagonal), so a fixed order lets the blocks drift apart
 //     over many heads and their K, V no longer fit in L2 (d = 128, N = 16384: 432 against 686
 //     TFLOP/s); the hardware's order keeps the blocks in flight on neighbouring tiles.
