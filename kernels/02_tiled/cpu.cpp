@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/cpu_fwd.h"
 #include "common/cpu_tiles.h"
 #include "core/dtype.h"
 #include "version_folder.h"
@@ -20,36 +21,6 @@
 namespace flashlab::cpu {
 
 namespace {
-
-template <class T>
-struct Tile {  // what one worker keeps on chip
-  std::vector<T> Q, Kt, V, S, O, m, l;
-  Tile(int64_t Br, int64_t Bc, int64_t d)
-      : Q(Br * d), Kt(d * Bc), V(Bc * d), S(Br * Bc), O(Br * d), m(Br), l(Br) {}
-};
-
-// One step of the online softmax: folds S (rows x cols, scaled and masked) into m, l and O.
-template <class T>
-void online_softmax_step(Tile<T>& t, int64_t rows, int64_t cols, int64_t d) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T* s = &t.S[r * cols];
-    T m_new = t.m[r];
-    for (int64_t c = 0; c < cols; ++c) m_new = std::max(m_new, s[c]);
-    if (m_new == -std::numeric_limits<T>::infinity()) {  // nothing seen yet: P row is 0
-      std::fill(s, s + cols, T(0));
-      continue;
-    }
-    const T alpha = std::exp(t.m[r] - m_new);  // exp(-inf) = 0 on the first visible tile
-    exp_shifted(s, cols, m_new);
-    T sum = 0;
-    for (int64_t c = 0; c < cols; ++c) sum += s[c];
-    t.l[r] = alpha * t.l[r] + sum;
-    t.m[r] = m_new;
-    T* o = &t.O[r * d];
-    for (int64_t k = 0; k < d; ++k) o[k] *= alpha;
-  }
-  mm_nn(t.O.data(), d, t.S.data(), cols, t.V.data(), d, rows, d, cols);  // O_i += P V_j
-}
 
 template <class T>
 void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out, Counters& cnt) {
@@ -70,18 +41,13 @@ void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out
 
 #pragma omp parallel num_threads(thread_count(o, p)) reduction(+ : total)
   {
-    Tile<T> t(dry ? 0 : o.Br, dry ? 0 : o.Bc, dry ? 0 : d);
+    FwdTile<T> t(dry ? 0 : o.Br, dry ? 0 : o.Bc, dry ? 0 : d);
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t h = 0; h < s.heads(); ++h)
       for (int64_t i = 0; i < qb.count(); ++i) {
         const int64_t r0 = qb.begin(i), rows = qb.size(i);
         total.elems_read += rows * d;  // Q_i
-        if (!dry) {
-          load_rows(t.Q.data(), &in.Q[(h * s.Nq + r0) * d], rows, d);
-          std::fill(t.O.begin(), t.O.end(), T(0));
-          std::fill(t.m.begin(), t.m.end(), -std::numeric_limits<T>::infinity());
-          std::fill(t.l.begin(), t.l.end(), T(0));
-        }
+        if (!dry) t.start(&in.Q[(h * s.Nq + r0) * d], rows, d);
         for (int64_t j = 0; j < kb.count(); ++j) {
           const int64_t c0 = kb.begin(j), cols = kb.size(j);
           const TileMask mask = tile_mask(p, r0, rows, c0, cols);
@@ -89,33 +55,16 @@ void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out
           total.elems_read += 2 * cols * d;                 // K_j, V_j
           total.matmul_flops += 2 * (2 * rows * cols * d);  // Q K^T and P V
           if (dry) continue;
-          load_transposed(t.Kt.data(), &in.K[(h * s.Nk + c0) * d], cols, d);
-          load_rows(t.V.data(), &in.V[(h * s.Nk + c0) * d], cols, d);
-          std::fill(t.S.begin(), t.S.begin() + rows * cols, T(0));
-          mm_nn(t.S.data(), cols, t.Q.data(), d, t.Kt.data(), cols, rows, cols, d);
+          t.scores(&in.K[(h * s.Nk + c0) * d], &in.V[(h * s.Nk + c0) * d], rows, cols, d);
           scale_and_mask(t.S.data(), rows, cols, scale, mask, p, r0, c0);
           online_softmax_step(t, rows, cols, d);
         }
         total.elems_written += rows * d + rows;  // O_i, LSE_i
-        if (dry) continue;
-        for (int64_t r = 0; r < rows; ++r) {
-          const bool saw_none = t.l[r] == T(0);
-          for (int64_t k = 0; k < d; ++k)
-            out.O[(h * s.Nq + r0 + r) * d + k] =
-                saw_none ? 0.0 : round_to(p.dtype, static_cast<double>(t.O[r * d + k] / t.l[r]));
-          out.LSE[h * s.Nq + r0 + r] = saw_none ? -std::numeric_limits<double>::infinity()
-                                                : static_cast<double>(t.m[r] + std::log(t.l[r]));
-        }
+        if (!dry)
+          write_rows(t, p.dtype, rows, d, &out.O[(h * s.Nq + r0) * d], &out.LSE[h * s.Nq + r0]);
       }
   }
   cnt += total;
-}
-
-// Each thread's Tile.
-int64_t tiled_scratch_bytes(const Problem& p, const CpuOptions& o) {
-  const int64_t Br = o.Br, Bc = o.Bc, d = p.shape.d;
-  const int64_t tile = 2 * Br * d + 2 * Bc * d + Br * Bc + 2 * Br;  // Q, O; K^T, V; S; m, l
-  return compute_bytes(p.dtype) * thread_count(o, p) * tile;
 }
 
 void tiled_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
@@ -142,5 +91,5 @@ FLASHLAB_VERSION({
     .workspace_bytes = cpu::no_workspace,
     .cpu_forward = cpu::tiled_forward,
     .cpu_backward = nullptr,
-    .cpu_scratch_bytes = cpu::tiled_scratch_bytes,
+    .cpu_scratch_bytes = cpu::fwd_tile_scratch_bytes,
 });

@@ -106,6 +106,16 @@ struct Consumer {
     if constexpr (kIdeas.pingpong) sm90::named_arrive(kTurnBarrier + (wg + 1) % W, 256);
   }
 
+  // One turn on the tensor cores: wait for it, issue the products (the fence first: ordinary code
+  // has written the registers they read), pass it on.
+  template <class Issue>
+  __device__ void on_tensor_cores(Issue&& issue) {
+    take_turn();
+    sm90::wgmma_fence();
+    issue();
+    pass_turn();
+  }
+
   // ---- the two products ----
   // S = Q K^T: 64 x Bc, D/16 steps of k16; both operands K-major in shared memory.
   __device__ void issue_s(int stage) {
@@ -203,10 +213,7 @@ struct Consumer {
     float alpha[2];
     // Block 0 of the visiting order: S alone.
     sm90::mbar_wait(sm.k_full + g0 % kStages, parity(g0));
-    take_turn();
-    sm90::wgmma_fence();
-    issue_s(g0 % kStages);
-    pass_turn();
+    on_tensor_cores([&] { issue_s(g0 % kStages); });
     sm90::wgmma_wait<0>();
     sm90::pin(s);
     release_k(0);
@@ -216,11 +223,10 @@ struct Consumer {
       const int g = g0 + it;
       sm90::mbar_wait(sm.k_full + g % kStages, parity(g));
       sm90::mbar_wait(sm.v_full + (g - 1) % kStages, parity(g - 1));
-      take_turn();
-      sm90::wgmma_fence();
-      issue_s(g % kStages);
-      issue_pv((g - 1) % kStages);
-      pass_turn();
+      on_tensor_cores([&] {
+        issue_s(g % kStages);
+        issue_pv((g - 1) % kStages);
+      });
       sm90::wgmma_wait<1>();  // S of this block is done; P V of the last one may still run
       sm90::pin(s);
       release_k(it);
@@ -234,10 +240,7 @@ struct Consumer {
     // P V of the last block.
     const int g = g0 + n - 1;
     sm90::mbar_wait(sm.v_full + g % kStages, parity(g));
-    take_turn();
-    sm90::wgmma_fence();
-    issue_pv(g % kStages);
-    pass_turn();
+    on_tensor_cores([&] { issue_pv(g % kStages); });
     sm90::wgmma_wait<0>();
     sm90::pin(o);
     release_v(n - 1);
@@ -249,10 +252,7 @@ struct Consumer {
     for (int it = 0; it < n; ++it) {
       const int g = g0 + it;
       sm90::mbar_wait(sm.k_full + g % kStages, parity(g));
-      take_turn();
-      sm90::wgmma_fence();
-      issue_s(g % kStages);
-      pass_turn();
+      on_tensor_cores([&] { issue_s(g % kStages); });
       sm90::wgmma_wait<0>();
       sm90::pin(s);
       release_k(it);
@@ -260,10 +260,7 @@ struct Consumer {
       rescale_o(alpha);
       pack_p();
       sm90::mbar_wait(sm.v_full + g % kStages, parity(g));
-      take_turn();
-      sm90::wgmma_fence();
-      issue_pv(g % kStages);
-      pass_turn();
+      on_tensor_cores([&] { issue_pv(g % kStages); });
       sm90::wgmma_wait<0>();
       sm90::pin(o);
       release_v(it);
