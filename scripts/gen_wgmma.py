@@ -9,7 +9,7 @@ out once here, by a program, instead of by hand. Run it after changing SHAPES:
     python3 scripts/gen_wgmma.py > kernels/common/sm90_wgmma_ops.inc
 """
 
-SHAPES = [64, 128, 176, 192, 256]  # the N of m64nNk16 that the kernels instantiate
+SHAPES = [64, 128]  # the N of m64nNk16 that the kernels use (Bc for S, d for O)
 TYPES = [("__half", "f16"), ("__nv_bfloat16", "bf16")]
 
 

@@ -90,7 +90,7 @@ struct Consumer {
       ++q_count;
     }
     if (kIdeas.pingpong && wg == 0) sm90::named_sync(kTurnBarrier + 0, 256);
-    if (kIdeas.tma_epilogue && t == 0) sm90::tma_store_wait_read();  // before shared memory goes
+    if (kIdeas.tma_epilogue && t == 0) bulk_wait_read();  // before shared memory goes
   }
 
  private:
@@ -119,8 +119,8 @@ struct Consumer {
   // ---- the two products ----
   // S = Q K^T: 64 x Bc, D/16 steps of k16; both operands K-major in shared memory.
   __device__ void issue_s(int stage) {
-    const uint32_t q_base = sm90::smem_u32(sm.q) + wg * 64 * 128;
-    const uint32_t k_base = sm90::smem_u32(sm.k) + stage * Bc * D * 2;
+    const uint32_t q_base = smem_addr(sm.q) + wg * 64 * 128;
+    const uint32_t k_base = smem_addr(sm.k) + stage * Bc * D * 2;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t block = kk / 4, step = (kk % 4) * 32;
@@ -133,7 +133,7 @@ struct Consumer {
 
   // O += P V: 64 x D, Bc/16 steps of k16; P from registers, V MN-major in shared memory.
   __device__ void issue_pv(int stage) {
-    const uint32_t v_base = sm90::smem_u32(sm.v) + stage * Bc * D * 2;
+    const uint32_t v_base = smem_addr(sm.v) + stage * Bc * D * 2;
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk) {
       const uint32_t a[4] = {pf[4 * kk], pf[4 * kk + 1], pf[4 * kk + 2], pf[4 * kk + 3]};

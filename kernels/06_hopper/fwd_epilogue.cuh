@@ -37,9 +37,9 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
     lse[h] = lt > 0.f ? m[h] * kLn2 + logf(lt) : -INFINITY;
   }
   if constexpr (kIdeas.tma_epilogue) {
-    if (t == 0) sm90::tma_store_wait_read();  // the last tile's store has read these rows
+    if (t == 0) bulk_wait_read();  // the last tile's store has read these rows
     sm90::named_sync(kEpilogueBarrierId + wg, 128);
-    const uint32_t o_base = sm90::smem_u32(sm.o) + wg * 64 * 128;
+    const uint32_t o_base = smem_addr(sm.o) + wg * 64 * 128;
 #pragma unroll
     for (int i = 0; i < D / 2; i += 2) {
       const int h = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * qd;
@@ -47,13 +47,13 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
           o_base + (col / 64) * Br * 128 + sm90::swizzle128_offset(row_in_wg + 8 * h, col % 64);
       st_shared_u32(at, ElemTraits<T>::pack(o[i] * inv[h], o[i + 1] * inv[h]));
     }
-    sm90::fence_proxy_async_smem();
+    fence_proxy_async();
     sm90::named_sync(kEpilogueBarrierId + wg, 128);
     if (t == 0) {
       for (int b = 0; b < D / 64; ++b)
         sm90::tma_store_3d(&p.o_map, 64 * b, sc.q0 + 64 * wg, head,
                            sm.o + b * Br * 64 + wg * 64 * 64);
-      sm90::tma_store_commit();
+      bulk_commit();
     }
   } else {
     T* O = static_cast<T*>(p.o) + static_cast<int64_t>(head) * p.Nq * D;

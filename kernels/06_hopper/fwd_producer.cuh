@@ -74,13 +74,12 @@ struct Loader {
   __device__ void copy_tile(T* dst, const T* tensor, int head, int row0, int n_rows) const {
     constexpr int kChunks = D / 8;  // 16-byte chunks per row
     const T* src = tensor + static_cast<int64_t>(head) * n_rows * D;
-    const uint32_t base = sm90::smem_u32(dst);
+    const uint32_t base = smem_addr(dst);
     for (int i = tid; i < kRows * kChunks; i += 128) {
       const int r = i / kChunks, c = i % kChunks;
       const uint32_t to = base + (c / 8) * kRows * 128 + sm90::swizzle128_offset(r, (c % 8) * 8);
       const bool valid = row0 + r < n_rows;
-      sm90::cp_async_16_zfill(to, valid ? src + static_cast<int64_t>(row0 + r) * D + c * 8 : src,
-                              valid);
+      cp_async_16(to, valid ? src + static_cast<int64_t>(row0 + r) * D + c * 8 : src, valid);
     }
   }
 };

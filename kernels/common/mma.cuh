@@ -136,8 +136,7 @@ __device__ __forceinline__ void st_shared_f32x2(uint32_t addr, float x, float y)
 // engine, issued by one thread; the .reduce form adds fp32 into global memory at L2 instead of
 // storing. Completion is tracked per issuing thread in bulk groups. Shared memory written by
 // ordinary stores must be fenced for the engine (fence_proxy_async) before a barrier, after which
-// one thread may issue the copy.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// one thread may issue the copy. Only sm_90 code may call them.
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -165,7 +164,6 @@ __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void bulk_wait_all() {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
-#endif
 
 // ---- cp.async ---------------------------------------------------------------------------------
 

@@ -23,16 +23,14 @@
 
 #include <cstdint>
 
-namespace flashlab::cuda::sm90 {
+#include "common/mma.cuh"  // smem_addr, fence_proxy_async, the bulk groups
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+namespace flashlab::cuda::sm90 {
 
 // ---- mbarrier ----------------------------------------------------------------------------------
 
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(arrivals)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrivals)
                : "memory");
 }
 
@@ -44,18 +42,18 @@ __device__ __forceinline__ void mbar_fence_init() {
 
 // One arrival, and `bytes` more expected from asynchronous copies in this phase.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
                "r"(bytes)
                : "memory");
 }
 
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 
 // Returns once the phase with this parity has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = smem_u32(bar);
+  const uint32_t addr = smem_addr(bar);
   uint32_t done = 0;
   do {
     asm volatile(
@@ -89,15 +87,6 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 template <uint32_t kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
-
-// ---- proxies
-// --------------------------------------------------------------------------------------
-
-// Ordinary stores to shared memory become visible to the copy engine and the tensor cores (the
-// "async proxy") only after this fence, executed by the writing threads before a barrier.
-__device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 }  // namespace flashlab::cuda::sm90

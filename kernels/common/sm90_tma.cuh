@@ -34,8 +34,8 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, i
                                             int c2, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_u32(dst)),
-      "l"(map_addr(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_addr(dst)),
+      "l"(map_addr(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
       : "memory");
 }
 
@@ -45,32 +45,21 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, int c0, int
   asm volatile(
       "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::
           "l"(map_addr(map)),
-      "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(src))
+      "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(src))
       : "memory");
 }
 
-__device__ __forceinline__ void tma_store_commit() {
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-
-// The stores of this thread have read their shared memory (it may be reused or released).
-__device__ __forceinline__ void tma_store_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
+// A store completes in the issuing thread's bulk group: bulk_commit(), then bulk_wait_read()
+// before the shared memory is written again (mma.cuh).
 
 // ---- the same tiles without the copy engine (for the ablation) ---------------------------------
 //
-// 16 bytes global -> shared by cp.async (zero-filled when `valid` is false), and an arrival on
-// `bar` once all of this thread's earlier cp.async copies have landed. With .noinc the arrival is
-// one of the barrier's expected arrivals, so the barrier is initialised with one per thread.
-__device__ __forceinline__ void cp_async_16_zfill(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-
+// Without the copy engine the tiles come by cp.async (cp_async_16 in mma.cuh, zero-filled past the
+// end), and this makes the barrier wait for them: an arrival on `bar` once all of this thread's
+// earlier cp.async copies have landed. With .noinc the arrival is one of the barrier's expected
+// arrivals, so the barrier is initialised with one per thread.
 __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar))
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar))
                : "memory");
 }
 

@@ -51,12 +51,6 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lead_bytes
          kSwizzle128 << 62;
 }
 
-// The same descriptor moved `bytes` further in shared memory (k-steps): only the start address
-// field changes, and it cannot carry into the next field for addresses below 256 KiB.
-__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
-  return desc + (bytes >> 4);
-}
-
 template <class T, int N>
 __device__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d);
 template <class T, int N>

@@ -61,17 +61,8 @@ RunConfig make_config(const RunArgs& a) {
   c.dump_dir = a.dump;
   // "all" on the GPU leaves out what cannot run on it (an sm_90a rung on an sm_80 GPU), and says
   // so; a version asked for by name is an error instead (validate_run).
-  if (a.versions == "all" && c.backend == Backend::cuda) {
-    std::vector<const VersionInfo*> kept;
-    for (const VersionInfo* v : c.versions) {
-      const std::string why = cuda_unavailable(*v);
-      if (why.empty())
-        kept.push_back(v);
-      else
-        c.notes.push_back(fmt::format("{} is left out of --versions all: {}.", v->id, why));
-    }
-    c.versions = kept;
-  }
+  if (a.versions == "all" && c.backend == Backend::cuda)
+    c.versions = runnable_on_cuda(c.versions, &c.notes);
   validate_run(c);
   return c;
 }

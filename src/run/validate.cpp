@@ -63,10 +63,16 @@ std::vector<const VersionInfo*> parse_versions(const std::string& list) {
   return out;
 }
 
-std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const VersionInfo*>& list) {
+std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const VersionInfo*>& list,
+                                                 std::vector<std::string>* left_out) {
   std::vector<const VersionInfo*> out;
-  for (const VersionInfo* v : list)
-    if (cuda_unavailable(*v).empty()) out.push_back(v);
+  for (const VersionInfo* v : list) {
+    const std::string why = cuda_unavailable(*v);
+    if (why.empty())
+      out.push_back(v);
+    else if (left_out)
+      left_out->push_back(fmt::format("{} is left out of --versions all: {}.", v->id, why));
+  }
   return out;
 }
 

@@ -23,8 +23,10 @@ inline constexpr int kMaxRepeats = 10000;
 std::vector<const VersionInfo*> parse_versions(const std::string& list);
 
 // The entries of `list` that the CUDA backend can run on this build and device: what "all" means
-// there (a rung built for one GPU generation drops out instead of failing the whole run).
-std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const VersionInfo*>& list);
+// there (a rung built for one GPU generation drops out instead of failing the whole run). Each one
+// left out adds a sentence to `left_out` when given.
+std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const VersionInfo*>& list,
+                                                 std::vector<std::string>* left_out = nullptr);
 
 // "cpu", "cuda" or "auto" (cuda when a device is present). "cuda" without a device: UsageError
 // with the reason the device is absent.
