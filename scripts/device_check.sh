@@ -11,6 +11,8 @@
 #   BENCH_ARGS="--N 1024,4096 --d 128 --dtype bf16" scripts/device_check.sh
 #   STAGES="fwdsweep ablation" scripts/device_check.sh          # the forward rungs beside PyTorch,
 #                                                               # and the hopper rung's ablation
+#   STAGES="bwdsweep longdet" scripts/device_check.sh           # the Hopper backward beside PyTorch,
+#                                                               # its deterministic twin at long N
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${FLASHLAB_BIN_DIR:-build/device-bin}
@@ -114,6 +116,23 @@ if has fwdsweep; then  # the forward rungs over the sweep, beside PyTorch's forw
   note fwdsweep "rc=$STAGE_RC ${STAGE_S}s (table in logs/fwdsweep.log, JSON in compare_fwd.json)"
   sed -n '/^geometric mean/,/^wrote/p' "$LOGS/fwdsweep.log" | sed 's/^/           /' >"$LOGS/fwdsweep_summary.txt"
   while read -r l; do SUMMARY+=("$l"); done <"$LOGS/fwdsweep_summary.txt"
+fi
+
+if has bwdsweep; then  # the Hopper backward and its deterministic twin over the sweep, beside PyTorch
+  run_stage bwdsweep "${BENCH_TIMEOUT:-420}" python3 scripts/compare_torch.py --flashlab "$BIN/flashlab" \
+    --versions hopper,hopper-deterministic --passes bwd --N 1024,2048,4096,8192,16384 \
+    --out "$OUT/compare_bwd.json"
+  note bwdsweep "rc=$STAGE_RC ${STAGE_S}s (table in logs/bwdsweep.log, JSON in compare_bwd.json)"
+  sed -n '/^geometric mean/,/^wrote/p' "$LOGS/bwdsweep.log" | sed 's/^/           /' >"$LOGS/bwdsweep_summary.txt"
+  while read -r l; do SUMMARY+=("$l"); done <"$LOGS/bwdsweep_summary.txt"
+fi
+
+if has longdet; then  # the deterministic backward's price at long causal sequences
+  run_stage longdet 240 "$BIN/flashlab" bench --backend cuda --versions hopper,hopper-deterministic \
+    --N 65536,131072 -d 128 --dtype bf16 --causal yes --repeats 5 --warmup 1 --json "$OUT/bench_long_det.json"
+  note longdet "rc=$STAGE_RC ${STAGE_S}s (logs/longdet.log, bench_long_det.json)"
+  grep -E '^hopper' "$LOGS/longdet.log" | grep bwd | sed 's/^/           /' >"$LOGS/longdet_summary.txt"
+  while read -r l; do SUMMARY+=("$l"); done <"$LOGS/longdet_summary.txt"
 fi
 
 if has ablation; then

@@ -9,7 +9,6 @@
 //
 // The accumulator is float (double for fp64 problems). The workers really race: the order in
 // which partials reach an element changes from run to run, and so do dQ's last bits.
-#include <atomic>
 #include <vector>
 
 #include "common/cpu_bwd.h"
@@ -19,24 +18,6 @@ namespace flashlab::cpu {
 
 namespace {
 
-// Each visited pair adds rows x d partials; an atomic add reads and writes its element.
-template <class T>
-struct AtomicDQ {
-  static constexpr bool computes_dq = true;
-  std::vector<T>& accum;
-  int64_t Nq, d;
-  void count(Counters& c, int64_t rows, int64_t dd) const {
-    c.elems_read += rows * dd;
-    c.elems_written += rows * dd;
-    c.atomic_adds += rows * dd;
-  }
-  void add(int64_t h, int64_t, int64_t r0, int64_t rows, const T* partial) {
-    T* base = &accum[(h * Nq + r0) * d];
-    for (int64_t e = 0; e < rows * d; ++e)
-      std::atomic_ref<T>(base[e]).fetch_add(partial[e], std::memory_order_relaxed);
-  }
-};
-
 template <class T>
 void atomic_dq(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
                Gradients& g, Counters& cnt) {
@@ -44,17 +25,9 @@ void atomic_dq(const Problem& p, const Inputs& in, const Forward& fwd, const Cpu
   prepare_gradients(p, o.dry_run, g);
   const std::vector<T> D = preprocess_D<T>(p, in, fwd, o, cnt);
   std::vector<T> accum(o.dry_run ? 0 : static_cast<size_t>(s.q_elems()), T(0));
-  AtomicDQ<T> dq{accum, s.Nq, s.d};
+  AtomicAddDQ<T> dq{accum, s.Nq, s.d};
   outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, dq);
-
-  // Convert: read dQaccum, write dQ.
-  cnt.elems_read += s.q_elems();
-  cnt.elems_written += s.q_elems();
-  if (o.dry_run) return;
-  const T scale = static_cast<T>(p.softmax_scale());
-#pragma omp parallel for num_threads(thread_count(o, p))
-  for (int64_t e = 0; e < s.q_elems(); ++e)
-    g.dQ[e] = round_to(p.dtype, static_cast<double>(scale * accum[e]));
+  convert_dq(p, o, accum, g, cnt);
 }
 
 // D, the outer-K pass's tiles and the dQ accumulator.

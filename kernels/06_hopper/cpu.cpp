@@ -12,11 +12,23 @@
 //
 // What the twin cannot show is the overlap (copies, products and softmax at once): that is
 // measured by the ablation on the GPU (`flashlab lab hopper`).
+//
+// The backward is FA2's outer-K pass (common/cpu_bwd.h), as the CUDA kernel runs it: one worker
+// per (head, K block j) walks the Q blocks that see its keys, dK_j and dV_j on chip, and adds each
+// dQ_i partial into one accumulator. hopper's workers race (atomic adds, as the bulk reduce-adds
+// race at L2); hopper-deterministic's take turns: worker j adds into Q block i only once the
+// workers 0 .. j-1 of its head have (a counter per (head, Q block), as on the GPU), so every
+// element of dQ is summed in the order j = 0, 1, 2, ... on every run; its workers walk their Q
+// blocks downwards, as the kernel's do (bwd_kernel.cuh says why).
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
+#include "common/cpu_bwd.h"
 #include "common/cpu_fwd.h"
 #include "common/cpu_tiles.h"
 #include "core/dtype.h"
@@ -89,8 +101,74 @@ void hopper_forward(const Problem& p, const Inputs& in, const CpuOptions& o, For
   with_compute_type(p.dtype, [&](auto zero) { hopper_fwd<decltype(zero)>(p, in, o, out, cnt); });
 }
 
-int64_t no_workspace(const Problem&, const CpuOptions&) {
-  return 0;
+// A dQ policy that adds in turns: worker (h, j) waits until the counter of (h, Q block i) says j,
+// adds its partial with plain adds, and passes the turn to j + 1. The Q blocks a K block visits
+// are a suffix of the head's (the causal schedule is monotone in j), so the counter of block i
+// always reaches j. OpenMP's dynamic schedule hands the (h, j) iterations out in order, so the
+// workers j waits for have all started and wait only for smaller j: the waits always end.
+template <class T>
+struct TurnDQ {
+  static constexpr bool computes_dq = true;
+  static constexpr bool q_down = true;  // as the kernel: every worker reaches block i together
+  std::vector<T>& accum;
+  std::vector<std::atomic<int64_t>>& turn;  // [heads][Q blocks]
+  int64_t Nq, d, Br, q_blocks;
+  void count(Counters& c, int64_t rows, int64_t dd) const {
+    c.elems_read += rows * dd;
+    c.elems_written += rows * dd;
+  }
+  void add(int64_t h, int64_t j, int64_t r0, int64_t rows, const T* partial) {
+    std::atomic<int64_t>& t = turn[static_cast<size_t>(h * q_blocks + r0 / Br)];
+    while (t.load(std::memory_order_acquire) != j) std::this_thread::yield();
+    T* base = &accum[(h * Nq + r0) * d];
+    for (int64_t e = 0; e < rows * d; ++e) base[e] += partial[e];
+    t.store(j + 1, std::memory_order_release);
+  }
+};
+
+template <class T, bool kTurns>
+void hopper_bwd(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
+                Gradients& g, Counters& cnt) {
+  const Shape& s = p.shape;
+  prepare_gradients(p, o.dry_run, g);
+  const std::vector<T> D = preprocess_D<T>(p, in, fwd, o, cnt);
+  std::vector<T> accum(o.dry_run ? 0 : static_cast<size_t>(s.q_elems()), T(0));
+  if constexpr (kTurns) {
+    const int64_t q_blocks = (s.Nq + o.Br - 1) / o.Br;
+    std::vector<std::atomic<int64_t>> turn(static_cast<size_t>(o.dry_run ? 0 : s.heads() * q_blocks));
+    for (auto& t : turn) t.store(0);
+    TurnDQ<T> dq{accum, turn, s.Nq, s.d, o.Br, q_blocks};
+    outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, dq);
+  } else {
+    AtomicAddDQ<T> dq{accum, s.Nq, s.d};
+    outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, dq);
+  }
+  convert_dq(p, o, accum, g, cnt);
+}
+
+template <bool kTurns>
+void hopper_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
+                     Gradients& g, Counters& cnt) {
+  check_problem(p, o, "hopper_backward");
+  if (!o.dry_run) check_backward(p, in, fwd, "hopper_backward");
+  with_compute_type(p.dtype,
+                    [&](auto zero) { hopper_bwd<decltype(zero), kTurns>(p, in, fwd, o, g, cnt); });
+}
+
+// The backward's scratch: D, the outer-K pass's tiles and the dQ accumulator.
+int64_t hopper_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return std::max(fwd_tile_scratch_bytes(p, o),
+                  outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems());
+}
+
+// The backward's: D and LSE*log2e, one fp32 dQ accumulator (the forward needs none).
+int64_t hopper_workspace(const Problem& p, const CpuOptions&) {
+  return p.shape.lse_elems() * 4 * 2 + p.shape.q_elems() * 4;
+}
+// ... and one turn counter per (head, Q block of the CUDA kernel: 64 rows at d = 128, 128 at 64).
+int64_t deterministic_workspace(const Problem& p, const CpuOptions& o) {
+  const int64_t br = p.shape.d == 64 ? 128 : 64;
+  return hopper_workspace(p, o) + p.shape.heads() * ((p.shape.Nq + br - 1) / br) * 4;
 }
 
 }  // namespace
@@ -99,14 +177,31 @@ int64_t no_workspace(const Problem&, const CpuOptions&) {
 
 FLASHLAB_VERSION({
     .id = "hopper",
-    .pass = Pass::fwd,
+    .pass = Pass::both,
     .idea = "the Hopper machinery (FA3): tiles by the bulk tensor copy engine on mbarriers from a "
             "producer warpgroup, asynchronous warpgroup products (wgmma), consumer warpgroups in "
-            "pingpong so softmax overlaps the products (sm_90a only)",
-    .deterministic = true,
-    .workspace = "0",
-    .workspace_bytes = cpu::no_workspace,
+            "pingpong so softmax overlaps the products; dQ by bulk reduce-add (sm_90a only)",
+    .deterministic = false,
+    .workspace = "backward: 2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator)",
+    .workspace_bytes = cpu::hopper_workspace,
     .cpu_forward = cpu::hopper_forward,
-    .cpu_backward = nullptr,
-    .cpu_scratch_bytes = cpu::fwd_tile_scratch_bytes,
+    .cpu_backward = cpu::hopper_backward<false>,
+    .cpu_scratch_bytes = cpu::hopper_scratch_bytes,
 });
+
+FLASHLAB_VARIANT(deterministic,
+                 {
+                     .id = "hopper-deterministic",
+                     .pass = Pass::bwd,
+                     .idea = "hopper's backward with dQ added in a fixed order: K block j adds "
+                             "into Q block i after blocks 0 .. j-1, taking turns on a counter "
+                             "in global memory (bitwise reproducible)",
+                     .deterministic = true,
+                     .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator) "
+                                  "+ B*H*ceil(Nq/Br)*4 (turn counters; Br = 64 at d = 128, 128 "
+                                  "at d = 64)",
+                     .workspace_bytes = cpu::deterministic_workspace,
+                     .cpu_forward = nullptr,
+                     .cpu_backward = cpu::hopper_backward<true>,
+                     .cpu_scratch_bytes = cpu::hopper_scratch_bytes,
+                 });

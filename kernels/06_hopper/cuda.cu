@@ -41,6 +41,7 @@
 #include <string>
 
 #include "ablation.h"
+#include "bwd_params.h"
 #include "common/check.cuh"
 #include "common/tensor_map.h"
 #include "cuda/device_api.h"
@@ -53,6 +54,7 @@ namespace flashlab::cuda {
 namespace {
 
 namespace hopper_fwd = FLASHLAB_FOLDER::hopper_fwd;
+namespace hopper_bwd = FLASHLAB_FOLDER::hopper_bwd;
 namespace plan = ::flashlab::FLASHLAB_FOLDER;
 
 // Empty when a GPU of this compute capability can run the rung (the build has already checked
@@ -83,8 +85,28 @@ std::string hopper_check(const Problem& p) {
   return {};
 }
 
-size_t hopper_workspace(const Problem&) {
-  return 0;
+// The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
+// accumulator: common/bwd_params.h); the forward needs none.
+size_t hopper_workspace(const Problem& p) {
+  return bwd_workspace_bytes(p, 1);
+}
+
+// hopper-deterministic adds one turn counter per (head, Q block) after the accumulator.
+template <int D>
+int64_t q_blocks(const Problem& p) {
+  return (p.shape.Nq + hopper_bwd::BwdTraits<D>::Br - 1) / hopper_bwd::BwdTraits<D>::Br;
+}
+int64_t turn_bytes(const Problem& p) {
+  return p.shape.heads() * (p.shape.d == 64 ? q_blocks<64>(p) : q_blocks<128>(p)) * 4;
+}
+size_t deterministic_workspace(const Problem& p) {
+  return bwd_workspace_bytes(p, 1) + static_cast<size_t>(turn_bytes(p));
+}
+
+// The rung's checks, and the backward's (32-bit row offsets inside a head).
+std::string hopper_bwd_check(const Problem& p) {
+  const std::string why = hopper_check(p);
+  return why.empty() ? bwd_check(p) : why;
 }
 
 using hopper_fwd::FwdParams;
@@ -133,6 +155,45 @@ void hopper_forward(const DeviceTensors& t) {
   else
     p.shape.d == 64 ? forward_for<kAll, __nv_bfloat16, 64>(t)
                     : forward_for<kAll, __nv_bfloat16, 128>(t);
+}
+
+// ---- backward ----
+
+template <class T, int D, bool kDeterministic>
+void backward_for(const DeviceTensors& t) {
+  const Problem& p = t.problem;
+  const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
+  const int64_t heads = p.shape.heads(), Nq = p.shape.Nq, Nk = p.shape.Nk;
+  using Tr = hopper_bwd::BwdTraits<D>;
+  hopper_bwd::BwdParams bp{};
+  bp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Tr::Br);
+  bp.do_map = sm90::tensor_map_3d(t.dO, e, D, Nq, heads, Tr::Br);
+  bp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, heads, Tr::Bc);
+  bp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, heads, Tr::Bc);
+  bp.dk_map = sm90::tensor_map_3d(t.dK, e, D, Nk, heads, 64);  // one consumer warpgroup's keys
+  bp.dv_map = sm90::tensor_map_3d(t.dV, e, D, Nk, heads, 64);
+  bp.b = bwd_make_params(t);
+  bp.q_blocks = static_cast<int>(q_blocks<D>(p));
+  auto st = static_cast<cudaStream_t>(t.stream);
+  FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, p.shape.q_elems() * 4, st));
+  if constexpr (kDeterministic) {
+    bp.dq_turn = reinterpret_cast<int*>(bp.b.dQ_accum + p.shape.q_elems());
+    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
+  }
+  launch_bwd_preprocess<T, D>(bp.b, t.stream);
+  hopper_bwd::launch_bwd<T, D, kDeterministic>(bp, st);
+  launch_bwd_convert_dq<T, D>(bp.b, DqMode::atomic, 1, t.stream);
+}
+
+template <bool kDeterministic>
+void backward(const DeviceTensors& t) {
+  const Problem& p = t.problem;
+  if (p.dtype == DType::f16)
+    p.shape.d == 64 ? backward_for<__half, 64, kDeterministic>(t)
+                    : backward_for<__half, 128, kDeterministic>(t);
+  else
+    p.shape.d == 64 ? backward_for<__nv_bfloat16, 64, kDeterministic>(t)
+                    : backward_for<__nv_bfloat16, 128, kDeterministic>(t);
 }
 
 // The ablation's variants run bf16, d = 128 only (the shape the rung is tuned for).
@@ -186,8 +247,14 @@ int device_sms() {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = hopper_check,
+FLASHLAB_CUDA_VERSION({.check = hopper_bwd_check,
                        .workspace_bytes = hopper_workspace,
                        .forward = hopper_forward,
+                       .backward = backward<false>,
                        .unavailable = hopper_unavailable,
                        .ablation = hopper_ablation});
+
+FLASHLAB_CUDA_VARIANT(deterministic, {.check = hopper_bwd_check,
+                                      .workspace_bytes = deterministic_workspace,
+                                      .backward = backward<true>,
+                                      .unavailable = hopper_unavailable});

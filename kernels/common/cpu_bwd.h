@@ -14,6 +14,7 @@
 // partial is the only thing the versions disagree on, so it is a policy (the DQ parameter).
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -140,6 +141,36 @@ struct NoDQ {
   void add(int64_t, int64_t, int64_t, int64_t, const T*) {}
 };
 
+// A dQ policy that adds each rows x d partial into one accumulator with atomic adds (atomic-dq,
+// hopper): the workers really race, so the order in which partials reach an element, and dQ's
+// last bits, change from run to run. An atomic add reads and writes its element.
+template <class T>
+struct AtomicAddDQ {
+  static constexpr bool computes_dq = true;
+  std::vector<T>& accum;
+  int64_t Nq, d;
+  void count(Counters& c, int64_t rows, int64_t dd) const {
+    c.elems_read += rows * dd;
+    c.elems_written += rows * dd;
+    c.atomic_adds += rows * dd;
+  }
+  void add(int64_t h, int64_t, int64_t r0, int64_t rows, const T* partial) {
+    T* base = &accum[(h * Nq + r0) * d];
+    for (int64_t e = 0; e < rows * d; ++e)
+      std::atomic_ref<T>(base[e]).fetch_add(partial[e], std::memory_order_relaxed);
+  }
+};
+
+// Whether a dQ policy wants each worker to walk its Q blocks downwards (`static constexpr bool
+// q_down = true;`, hopper-deterministic's turns); upwards otherwise.
+template <class DQ>
+constexpr bool walks_q_down() {
+  if constexpr (requires { DQ::q_down; })
+    return DQ::q_down;
+  else
+    return false;
+}
+
 // FA2's outer-K pass. Per K block: read K_j, V_j; per visited pair: read Q_i, dO_i, LSE_i, D_i,
 // 2*m*n*k FLOPs per product, and whatever the dQ policy moves; per K block at the end: write dK_j,
 // dV_j. The policy DQ offers count(counters, rows, d) and add(h, j, r0, rows, partial).
@@ -171,7 +202,8 @@ void outer_k_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
           std::fill(dK.begin(), dK.end(), T(0));
           std::fill(dV.begin(), dV.end(), T(0));
         }
-        for (int64_t i = 0; i < qb.count(); ++i) {
+        for (int64_t n = 0; n < qb.count(); ++n) {
+          const int64_t i = walks_q_down<DQ>() ? qb.count() - 1 - n : n;
           const int64_t r0 = qb.begin(i), rows = qb.size(i);
           const TileMask mask = tile_mask(p, r0, rows, c0, cols);
           if (!count_tile(total, mask)) continue;
@@ -199,6 +231,19 @@ void outer_k_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
       }
   }
   cnt += total;
+}
+
+// The convert pass after a single accumulator: read it, write dQ = round(scale * accum).
+template <class T>
+void convert_dq(const Problem& p, const CpuOptions& o, const std::vector<T>& accum, Gradients& g,
+                Counters& cnt) {
+  const int64_t n = p.shape.q_elems();
+  cnt.elems_read += n;
+  cnt.elems_written += n;
+  if (o.dry_run) return;
+  const T scale = static_cast<T>(p.softmax_scale());
+#pragma omp parallel for num_threads(thread_count(o, p))
+  for (int64_t e = 0; e < n; ++e) g.dQ[e] = round_to(p.dtype, static_cast<double>(scale * accum[e]));
 }
 
 }  // namespace flashlab::cpu

@@ -55,9 +55,14 @@ template <class T, int N>
 __device__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d);
 template <class T, int N>
 __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int scale_d);
+template <class T, int N>
+__device__ void wgmma_ss_tt(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d);
 
-// The generated shapes: wgmma_ss<T, N> (A K-major and B K-major, both in shared memory) and
-// wgmma_rs<T, N> (A in registers, B MN-major in shared memory). scale_d = 0 overwrites D,
+// The generated shapes: wgmma_ss<T, N> (A K-major and B K-major, both in shared memory),
+// wgmma_rs<T, N> (A in registers, B MN-major in shared memory) and wgmma_ss_tt<T, N> (A and B
+// both MN-major in shared memory: the backward's dQ = dS K, with dS stored as dS^T and K as K).
+// An MN-major A is described like an MN-major B: 8-row groups along k 1024 bytes apart, k16 steps
+// of 16 rows. scale_d = 0 overwrites D,
 // 1 accumulates into it.
 #include "common/sm90_wgmma_ops.inc"
 

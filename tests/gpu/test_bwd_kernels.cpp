@@ -1,4 +1,5 @@
-// The three CUDA backward versions (recompute, atomic-dq, deterministic-dq) fed the fp64
+// The CUDA backward versions (recompute, atomic-dq, deterministic-dq, and where the GPU has sm_90a
+// hopper and hopper-deterministic) fed the fp64
 // reference's own forward -- O rounded to the storage dtype, LSE in fp32 -- so a failure here
 // points at the backward kernels alone, never at the CUDA forward that feeds them elsewhere.
 //
@@ -25,7 +26,16 @@ namespace {
 
 using gpu_test::expect_within;
 
-const char* const kBackwardIds[] = {"recompute", "atomic-dq", "deterministic-dq"};
+const char* const kBackwardIds[] = {"recompute", "atomic-dq", "deterministic-dq", "hopper",
+                                    "hopper-deterministic"};
+
+// Whether this build and GPU run the version (the Hopper rung needs sm_90a in both); the test
+// logs the reason when not.
+bool runs_here(const VersionInfo& v) {
+  const std::string why = cuda_unavailable(v);
+  if (!why.empty()) std::cout << "[" << v.id << "] not run: " << why << "\n";
+  return why.empty();
+}
 
 using gpu_test::Case;
 using gpu_test::case_name;
@@ -83,6 +93,7 @@ TEST_P(BwdKernels, MatchFp64ReferenceWithinBudget) {
   for (const char* id : kBackwardIds) {
     const VersionInfo* v = find_version(id);
     ASSERT_TRUE(v && v->cuda && v->cuda->backward) << id << " has no CUDA backward";
+    if (!runs_here(*v)) continue;
     SCOPED_TRACE(std::string(id) + " " + case_name(c));
     ASSERT_EQ(v->cuda->check(p), "") << id << " rejects a shape it must support";
     const cuda::RunResult r = cuda::run(*v->cuda, p, in, &fwd_in, once());
@@ -110,7 +121,9 @@ INSTANTIATE_TEST_SUITE_P(Matrix, BwdKernels, ::testing::ValuesIn(bwd_cases()),
 TEST(BwdKernels, RejectUnsupportedShapesWithAMessage) {
   for (const char* id : kBackwardIds) {
     const VersionInfo* v = find_version(id);
-    ASSERT_TRUE(v && v->cuda && v->cuda->check);
+    ASSERT_TRUE(v) << id;
+    if (!v->cuda) continue;  // not built (the Hopper rung in a build without sm_90a)
+    ASSERT_TRUE(v->cuda->check) << id;
     Problem p = problem_of({DType::f16, 96, false, 1, 1, 64, 64});
     EXPECT_NE(v->cuda->check(p).find("head dims 64 and 128"), std::string::npos) << id;
     p = problem_of({DType::f32, 64, false, 1, 1, 64, 64});
@@ -135,6 +148,11 @@ TEST(BwdKernels, WorkspaceGrowsWithTheDqAccumulators) {
   EXPECT_EQ(ws("deterministic-dq"), rows + splits * dq);
   EXPECT_GE(splits, 1);
   EXPECT_LE(splits, 8);  // ceil(1000 / 128) = 8 K blocks
+  // hopper: atomic-dq's; hopper-deterministic adds a turn counter per (head, Q block of 128 rows).
+  if (find_version("hopper")->cuda) {
+    EXPECT_EQ(ws("hopper"), rows + dq);
+    EXPECT_EQ(ws("hopper-deterministic"), rows + dq + p.shape.heads() * 8 * 4);
+  }
 }
 
 // deterministic-dq keeps a few dQ splits per head, not one per K block: at the largest benchmark
@@ -151,15 +169,17 @@ TEST(BwdKernels, DeterministicDqWorkspaceIsBoundedAtLongSequences) {
 
 class BwdDeterminism : public ::testing::TestWithParam<Case> {};
 
-TEST_P(BwdDeterminism, DeterministicDqIsBitwiseReproducibleOverFiftyRuns) {
+TEST_P(BwdDeterminism, DeterministicVersionsAreBitwiseReproducibleOverFiftyRuns) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
   const Problem p = problem_of(GetParam());
   const Inputs in = make_inputs(p, 99);
   const Forward fwd_in = reference_forward_for(p, reference::forward(p, in, false));
   cuda::RunOptions o = once();
   o.bitwise_repeats = 49;
-  for (const char* id : {"deterministic-dq", "atomic-dq"}) {
+  for (const char* id : {"deterministic-dq", "atomic-dq", "hopper-deterministic", "hopper"}) {
     const VersionInfo* v = find_version(id);
+    ASSERT_TRUE(v && v->cuda && v->cuda->backward) << id;
+    if (!runs_here(*v)) continue;
     const cuda::RunResult r = cuda::run(*v->cuda, p, in, &fwd_in, o);
     std::cout << "[" << id << "] 50 runs: dQ differed from the first in " << r.differing_runs.dQ
               << ", dK in " << r.differing_runs.dK << ", dV in " << r.differing_runs.dV << "\n";
