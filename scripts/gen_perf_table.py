@@ -69,7 +69,12 @@ def table(doc, versus="flash"):
             cells += [fmt(t and t["flash_tflops"]), fmt(t and t["cudnn_tflops"])]
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
-    out += goals(rows) if versus == "flash" else hopper_goals(rows)
+    if versus == "flash":
+        out += goals(rows)
+    elif any(r["pass"] == "bwd" for r in rows):
+        out += hopper_bwd_goals(rows)
+    else:
+        out += hopper_goals(rows)
     return "\n".join(out)
 
 
@@ -126,6 +131,37 @@ def hopper_goals(rows, n_min=1024, n_max=16384):
         out.append("- hopper fwd, bf16 d=128 non-causal N ≥ 4096: "
                    + ", ".join(f"N={r['N']} {r['flashlab_tflops']:.0f}" for r in sorted(big, key=lambda r: r["N"]))
                    + " TFLOP/s")
+    return out
+
+
+def hopper_bwd_goals(rows, n_min=1024, n_max=16384):
+    """The Hopper backward's goals: against cuDNN's backward over N = n_min ... n_max, and the
+    deterministic twin's time against hopper's."""
+    rows = [r for r in rows if n_min <= r["N"] <= n_max and r["pass"] == "bwd"]
+    out = [f"Hopper backward goals over N = {n_min} … {n_max} "
+           f"({len({(r['dtype'], r['d'], r['causal'], r['N']) for r in rows})} shapes):"]
+    name = lambda r: f"{r['dtype']} d={r['d']} {'causal' if r['causal'] else 'non-causal'} N={r['N']}"
+    for ver in ("hopper", "hopper-deterministic"):
+        sel = [r for r in rows if r["version"] == ver and r.get("vs_cudnn")]
+        if not sel:
+            continue
+        worst = min(sel, key=lambda r: r["vs_cudnn"])
+        below = [r for r in sel if r["vs_cudnn"] < 0.85]
+        out.append(f"- {ver} bwd / cuDNN bwd: geometric mean {geomean([r['vs_cudnn'] for r in sel]):.2f}×, "
+                   f"lowest {worst['vs_cudnn']:.2f}× ({name(worst)}), "
+                   f"{len(below)} of {len(sel)} shapes below 0.85×")
+    by = {(r["version"], r["dtype"], r["d"], r["causal"], r["N"]): r for r in rows}
+    ratios = []
+    for (v, *shape), r in by.items():
+        h = by.get(("hopper", *shape))
+        if v == "hopper-deterministic" and h and r.get("flashlab_ms") and h.get("flashlab_ms"):
+            ratios.append((r["flashlab_ms"] / h["flashlab_ms"], r))
+    if ratios:
+        worst, r = max(ratios, key=lambda x: x[0])
+        over = sum(x > 1.15 for x, _ in ratios)
+        out.append(f"- hopper-deterministic time / hopper time: at most {worst:.2f}× ({name(r)}), "
+                   f"geometric mean {geomean([x for x, _ in ratios]):.2f}×, {over} of {len(ratios)} "
+                   f"shapes above 1.15×")
     return out
 
 
