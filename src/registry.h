@@ -41,6 +41,9 @@ struct VersionEntry {
   // Host bytes the CPU twin allocates while it runs, besides its outputs, at the size of the type
   // it computes in, each thread's tiles included (the memory check counts them; run/host_memory.h).
   int64_t (*cpu_scratch_bytes)(const Problem&, const CpuOptions&);
+  // Whether its forward keeps P (N x N per head) for its backward (naive): the host memory check
+  // counts that matrix for it (run/host_memory.cpp).
+  bool stores_p = false;
 };
 
 // One source file of a version folder and the SHA-256 of its bytes when this binary was built.

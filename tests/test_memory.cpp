@@ -15,6 +15,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "registry.h"
+#include "run/config.h"
+#include "run/host_memory.h"
 #include "test_cli_helpers.h"
 
 extern char** environ;
@@ -158,6 +161,24 @@ TEST(Memory, ShapesThatDoNotFitAreRefusedBeforeAnyAllocation) {
     EXPECT_EQ(err.rfind("flashlab: error: " + expected, 0), 0u);
     EXPECT_LT(peak, 32.0 * (1 << 20)) << "peak resident memory of the refused run";
   }
+}
+
+// Only a version whose forward keeps P (naive) is charged its N x N matrices: a fwd+bwd version
+// that keeps none (hopper) fits a long-sequence bench point on a machine of ordinary memory.
+TEST(Memory, OnlyAStoredPIsChargedItsNxNMatrices) {
+  RunConfig c;
+  c.backend = Backend::cuda;
+  c.problem.shape = {1, 16, 65536, 65536, 128};
+  c.problem.causal = true;
+  c.problem.dtype = DType::bf16;
+  const double nxn = 8.0 * c.problem.shape.heads() * 65536.0 * 65536.0;
+  for (const char* id : {"hopper", "hopper-deterministic", "atomic-dq"}) {
+    c.versions = {find_version(id)};
+    ASSERT_NE(c.versions[0], nullptr) << id;
+    EXPECT_LT(bench_point_host_bytes(c), nxn / 16) << id;
+  }
+  c.versions = {find_version("naive")};
+  EXPECT_GT(bench_point_host_bytes(c), nxn);
 }
 
 // Under a data limit every thread's whole stack counts: 64 threads of 8 MiB do not fit in 256 MiB

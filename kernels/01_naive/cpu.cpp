@@ -237,4 +237,5 @@ FLASHLAB_VERSION({
     .cpu_forward = cpu::naive_forward,
     .cpu_backward = cpu::naive_backward,
     .cpu_scratch_bytes = cpu::naive_scratch_bytes,
+    .stores_p = true,
 });

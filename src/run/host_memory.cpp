@@ -22,12 +22,12 @@ double outcome_bytes(const VersionInfo& v, const Shape& s) {
   return 8 * e;
 }
 
-// The running version: two sets of outputs, naive's P, and its twin's own buffers (CPU only; on the
+// The running version: two sets of outputs, a stored P (naive), and its twin's own buffers (CPU only; on the
 // device the twin's buffers are device memory, checked separately).
 double running_bytes(const RunConfig& c, const VersionInfo& v) {
   const Shape& s = c.problem.shape;
   double bytes = 2 * outcome_bytes(v, s);
-  if (v.pass == Pass::both) bytes += 8.0 * s.heads() * s.Nq * s.Nk;
+  if (v.stores_p) bytes += 8.0 * s.heads() * s.Nq * s.Nk;
   if (c.backend == Backend::cpu)
     bytes += static_cast<double>(v.cpu_scratch_bytes(c.problem, c.cpu));
   return bytes;
