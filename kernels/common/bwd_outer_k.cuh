@@ -45,9 +45,12 @@
 //   +-----+-----+              +---------+---------+  over the whole Q loop
 //
 // A warp's P^T and dS^T tiles are needed by the warps that own other d columns or other queries,
-// so both go through shared memory (rounded to T once; dS uses the same rounded P, as a plain
-// low-precision implementation would). Two barriers per step: one when Q_i has landed (which also
-// frees the buffers of step i-1), one when P^T and dS^T are written.
+// so both go through shared memory, rounded to T once. dS^T is formed from the fp32 P^T, not
+// from its rounded copy (as FA2 does): rounding P puts a relative error of up to 2^-8 (bf16) or
+// 2^-11 (fp16) into every element of dS, which made dQ and dK 1.2x less accurate than FA2's. The
+// price is registers: P^T stays in fp32 while dP^T is computed (32 floats a thread at d = 128, 64
+// at d = 64, where the packed pairs took half). Two barriers per step: one when Q_i has landed
+// (which also frees the buffers of step i-1), one when P^T and dS^T are written.
 //
 //   Shared memory: K_j, V_j, 2 x (Q_i, dO_i, LSE2_i, D_i) (cp.async one step ahead), P^T and
 //   dS^T (Bc x Br each); all 16-bit tiles swizzled (conflict-free ldmatrix): 161 KiB at
@@ -250,28 +253,24 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       float s[kSM][kSN][4] = {};
       scores(s, aK, aQi);
 
-      // ---- P^T = exp2(S^T * scale*log2e - LSE2), masked entries -> 0, rounded to T ----
+      // ---- P^T = exp2(S^T * scale*log2e - LSE2), masked entries -> 0, in place: s holds P^T ----
       // Two copies of the loop: the masked one runs only on tiles that cross the causal diagonal
       // or the end of the keys.
-      uint32_t pt[kSM][kSN][2];  // P^T as T pairs: [0] row g, [1] row g + 8
       auto softmax = [&](auto masked) {
 #pragma unroll
         for (int n = 0; n < kSN; ++n) {
           const float2 lse2 = *reinterpret_cast<const float2*>(sLSE2i + s_col0 + n * 8 + 2 * qd);
 #pragma unroll
           for (int m = 0; m < kSM; ++m) {
-            float pv[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              pv[e] = fast_exp2(fmaf(s[m][n][e], p.scale_log2, -(e % 2 ? lse2.y : lse2.x)));
+              s[m][n][e] = fast_exp2(fmaf(s[m][n][e], p.scale_log2, -(e % 2 ? lse2.y : lse2.x)));
               if constexpr (decltype(masked)::value) {
                 const int key = key0 + s_row0 + 16 * m + g + (e / 2) * 8;
                 const int query = i * Br + s_col0 + n * 8 + 2 * qd + e % 2;
-                if (key >= p.Nk || (p.causal && key > query + p.offset)) pv[e] = 0.f;
+                if (key >= p.Nk || (p.causal && key > query + p.offset)) s[m][n][e] = 0.f;
               }
             }
-            pt[m][n][0] = ElemTraits<T>::pack(pv[0], pv[1]);
-            pt[m][n][1] = ElemTraits<T>::pack(pv[2], pv[3]);
           }
         }
       };
@@ -303,24 +302,33 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
 #endif
           }
       };
+      // P^T rounded to T feeds dV_j += P^T dO_i; the fp32 values in s stay for dS^T.
+      uint32_t pt[kSM][kSN][2];  // P^T as T pairs: [0] row g, [1] row g + 8
+#pragma unroll
+      for (int m = 0; m < kSM; ++m)
+#pragma unroll
+        for (int n = 0; n < kSN; ++n) {
+          pt[m][n][0] = ElemTraits<T>::pack(s[m][n][0], s[m][n][1]);
+          pt[m][n][1] = ElemTraits<T>::pack(s[m][n][2], s[m][n][3]);
+        }
       store_tile(aP, pt);
 
       float dp[kSM][kSN][4] = {};
       scores(dp, aV, adOi);
 
-      // ---- dS^T = P^T * (dP^T - D): D is per query, i.e. per column here ----
+      // ---- dS^T = P^T * (dP^T - D) from the fp32 P^T, rounded to T once: D is per query, i.e.
+      // per column here ----
       uint32_t dst[kSM][kSN][2];
 #pragma unroll
       for (int n = 0; n < kSN; ++n) {
         const float2 d = *reinterpret_cast<const float2*>(sDi + s_col0 + n * 8 + 2 * qd);
 #pragma unroll
         for (int m = 0; m < kSM; ++m) {
-          const float2 p_lo = ElemTraits<T>::unpack(pt[m][n][0]);  // row g
-          const float2 p_hi = ElemTraits<T>::unpack(pt[m][n][1]);  // row g + 8
+          const float(&pv)[4] = s[m][n];  // rows g (0, 1) and g + 8 (2, 3)
           dst[m][n][0] =
-              ElemTraits<T>::pack(p_lo.x * (dp[m][n][0] - d.x), p_lo.y * (dp[m][n][1] - d.y));
+              ElemTraits<T>::pack(pv[0] * (dp[m][n][0] - d.x), pv[1] * (dp[m][n][1] - d.y));
           dst[m][n][1] =
-              ElemTraits<T>::pack(p_hi.x * (dp[m][n][2] - d.x), p_hi.y * (dp[m][n][3] - d.y));
+              ElemTraits<T>::pack(pv[2] * (dp[m][n][2] - d.x), pv[3] * (dp[m][n][3] - d.y));
         }
       }
       store_tile(adS, dst);

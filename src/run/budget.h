@@ -6,7 +6,9 @@
 //   floor         = u_acc * sqrt(n)
 //
 // rel(lowp X)       the error of a straightforward computation in the storage dtype (fp32
-//                   accumulation, P and dS rounded to the dtype; reference::lowp_*)
+//                   accumulation, P and dS rounded to the dtype, dS formed from the rounded P;
+//                   reference::lowp_*). The FA backward kernels and their CPU twins form dS from
+//                   the unrounded P, so they sit at or below this on dQ and dK.
 // rel(round(ref X)) the error of storing the exact answer in the dtype (LSE: in fp32 unless fp64)
 // floor             summation order alone moves results by about u_acc * sqrt(n) even where the
 //                   dtype forces no error (fp64): u_acc is the unit roundoff of the accumulation
