@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Why the range profiler and Nsight Compute disagree on one kernel's DRAM writes, in one device
-# call (about a minute). The tiled forward at the cross-check's shape (B*N = 16k tokens, d = 128,
-# N = 4096, bf16) is measured
+# call (about a minute; at most 75 + 2 x 20 s). The tiled forward at the cross-check's shape
+# (B*N = 16k tokens, d = 128, N = 4096, bf16) is measured
 #   - by flashlab's counters (CUPTI range profiler) after each way of emptying L2 that
 #     FLASHLAB_L2_CLEAN offers (src/cuda/counters.cu), with atomic-dq's preprocess kernel beside it
 #     (it writes 1 MB, so what it is charged beyond that was left dirty before it);
@@ -24,12 +24,12 @@ for dir in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64 \
   fi
 done
 
-timeout 150 "$BIN/flashlab_gpu_tests" --gtest_color=no --gtest_also_run_disabled_tests \
+timeout 75 "$BIN/flashlab_gpu_tests" --gtest_color=no --gtest_also_run_disabled_tests \
   --gtest_filter='CountersExperiment.*' >"$OUT/cupti_modes.log" 2>&1
 echo "cupti modes: rc=$?" >&2
 
 for cc in all none; do
-  timeout 90 ncu --cache-control "$cc" --clock-control none --csv --page raw --print-units base \
+  timeout 20 ncu --cache-control "$cc" --clock-control none --csv --page raw --print-units base \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size -k regex:fwd_kernel \
     "$BIN/flashlab" bench --backend cuda --versions tiled --N 4096 -d 128 --dtype bf16 \
     --causal no --repeats 1 --warmup 0 >"$OUT/ncu_$cc.csv" 2>&1

@@ -187,14 +187,14 @@ TEST(CountersExperiment, DISABLED_L2CleanModes) {
   const char* list = std::getenv("FLASHLAB_L2_CLEAN_MODES");
   std::istringstream modes(list && *list
                                ? list
-                               : "read none read16 rotate write write-read prefetch write-discard "
-                                 "read write-discard");
+                               : "read write-discard none write rotate read16 write-read "
+                                 "prefetch read write-discard");
   const char* before = std::getenv("FLASHLAB_L2_CLEAN");
   const std::string saved = before ? before : "";
   std::cout << "l2clean L2 " << cuda::device_info().l2_bytes / 1e6 << " MB; tiled outputs "
             << outputs / 1e6 << " MB, inputs " << 6 * q / 1e6
             << " MB; preprocess writes D, " << 4 * static_cast<double>(p.shape.lse_elems()) / 1e6
-            << " MB\n";
+            << " MB" << std::endl;
   for (std::string mode; modes >> mode;) {
     setenv("FLASHLAB_L2_CLEAN", mode.c_str(), 1);
     const auto t0 = std::chrono::steady_clock::now();
@@ -211,7 +211,8 @@ TEST(CountersExperiment, DISABLED_L2CleanModes) {
         mode, value(k, "dram_read_bytes") / 1e6, value(k, "dram_write_bytes") / 1e6,
         value(k, "dram_write_bytes") / outputs, pre.name, value(pre, "dram_write_bytes") / 1e6,
         value(pre, "dram_read_bytes") / 1e6, f.fwd_counters.replay_passes,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
+              << std::flush;
   }
   if (saved.empty())
     unsetenv("FLASHLAB_L2_CLEAN");
