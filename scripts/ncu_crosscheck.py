@@ -31,12 +31,14 @@ def number(text, unit=""):
 
 
 def grid_size(text):
-    """'(32, 64, 1)' or '2048' -> 2048."""
-    text = (text or "").strip().strip("()")
+    """'(32, 64, 1)', '2048' or '2,048' (the raw page's thousands separator) -> 2048."""
+    text = (text or "").strip()
     if not text:
         return None
+    if not text.startswith("("):
+        return int(number(text))
     size = 1
-    for part in text.split(","):
+    for part in text.strip("()").split(","):
         size *= int(float(part.replace(" ", "") or 1))
     return size
 
@@ -126,10 +128,11 @@ def self_test():
            '"dram__bytes_write.sum"\n'
            '"","","","","byte","byte"\n'
            '"0","7","void fwd_kernel<bf16, 128>(FwdParams)","16","1,048,576","65,536"\n'
-           '"1","7","void fwd_kernel<bf16, 128>(FwdParams)","2048","201,850,000","67,200,000"\n'
-           '"2","7","void fwd_kernel<bf16, 128>(FwdParams)","2048","199,000,000","67,100,000"\n')
+           '"1","7","void fwd_kernel<bf16, 128>(FwdParams)","2,048","201,850,000","67,200,000"\n'
+           '"2","7","void fwd_kernel<bf16, 128>(FwdParams)","2,048","199,000,000","67,100,000"\n')
     k = pick(ncu_launches(raw), "fwd_kernel")
-    assert k["id"] == "1" and k["read"] == 201850000 and k["write"] == 67200000, k
+    assert k["id"] == "1" and k["grid"] == 2048, k
+    assert k["read"] == 201850000 and k["write"] == 67200000, k
     details = ('"ID","Kernel Name","Grid Size","Section Name","Metric Name","Metric Unit",'
                '"Metric Value"\n'
                '"0","fwd_kernel","(8, 2, 1)","Command line profiler metrics",'

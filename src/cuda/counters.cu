@@ -126,7 +126,7 @@ struct Profiler {
   std::vector<std::string> names;      // CUPTI names in use
   std::vector<const char*> name_ptrs;  // the same, for the C API
   std::vector<std::string> keys;       // MetricSpec::key of each name
-  void* sweep = nullptr;               // the buffer read to leave L2 holding only clean lines
+  void* sweep = nullptr;  // the buffer that empties L2 before each measured run (clean_l2)
   size_t sweep_bytes = 0;
   unsigned* sink = nullptr;
 };
@@ -298,11 +298,6 @@ void setup(Profiler& pr) {
   build_config(pr);
   pr.status.metrics = pr.names;
 
-  // 4x L2, read before every measured run: whatever the preparation left dirty in L2 is written
-  // back then, not inside the measured kernels.
-  pr.sweep_bytes = static_cast<size_t>(4 * std::max<int64_t>(dev.l2_bytes, 1 << 20));
-  FLASHLAB_CUDA_CHECK(cudaMalloc(&pr.sweep, pr.sweep_bytes));
-  FLASHLAB_CUDA_CHECK(cudaMemset(pr.sweep, 0x5A, pr.sweep_bytes));
   FLASHLAB_CUDA_CHECK(cudaMalloc(&pr.sink, sizeof(unsigned)));
   pr.status.available = true;
 }
@@ -321,9 +316,46 @@ Profiler& profiler() {
   return pr;
 }
 
-__global__ void read_sweep(const uint4* p, size_t n, unsigned* sink) {
+// --- Emptying L2 before a measured run --------------------------------------------------------
+//
+// DRAM is written when L2 evicts a dirty line, so a line left dirty by the preparation (the
+// poisoned outputs, a previous pass) and evicted during the measured kernel is charged to that
+// kernel. Nsight Compute flushes and invalidates L2 before each pass (--cache-control all) through
+// the driver; neither CUDA nor CUPTI offers that to a program (cuCtxResetPersistingL2Cache only
+// demotes persisting lines). The same state is reached by writing a buffer of 4x L2, which evicts
+// every line L2 held (the dirty ones are written back now, outside the range), and discarding that
+// buffer's lines (discard.global.L2: invalidated, not written back): L2 is left with no dirty line.
+// Reading a 4x-L2 buffer, as before, is not enough on the H200: about 30 MB (half its 60 MiB L2)
+// stayed dirty, and the next kernel was charged with it (atomic-dq's preprocess, which writes 1 MB,
+// with 30 MB; the tiled forward with 85 MB where Nsight Compute counts 55).
+//
+// FLASHLAB_L2_CLEAN picks another sweep, for the cross-check experiments only (tests/gpu,
+// scripts/l2_clean_experiment.sh): write-discard (the default), none, read (4x L2 read), read16
+// (16x L2 read), rotate (4x L2 read four times, each line by four different CTAs), write (4x L2
+// written), write-read (4x L2 written, then another 4x read), prefetch (4x L2 prefetched into L2).
+enum class Clean { none, read, read16, rotate, write, write_read, prefetch, write_discard };
+
+Clean clean_mode() {
+  const char* v = std::getenv("FLASHLAB_L2_CLEAN");
+  const std::string m = v ? v : "";
+  if (m.empty() || m == "write-discard") return Clean::write_discard;
+  if (m == "read") return Clean::read;
+  if (m == "none") return Clean::none;
+  if (m == "read16") return Clean::read16;
+  if (m == "rotate") return Clean::rotate;
+  if (m == "write") return Clean::write;
+  if (m == "write-read") return Clean::write_read;
+  if (m == "prefetch") return Clean::prefetch;
+  throw std::runtime_error("FLASHLAB_L2_CLEAN=" + m +
+                           " is none of none, read, read16, rotate, write, write-read, prefetch, "
+                           "write-discard");
+}
+
+// Reads p[0, n) as 16-byte words; `shift` moves every CTA onto the words of another one.
+__global__ void read_sweep(const uint4* p, size_t n, unsigned* sink, unsigned shift) {
+  const size_t block = (blockIdx.x + shift) % gridDim.x;
   unsigned acc = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+  for (size_t i = block * blockDim.x + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const uint4 v = p[i];
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
@@ -331,10 +363,92 @@ __global__ void read_sweep(const uint4* p, size_t n, unsigned* sink) {
   if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads; practically never taken
 }
 
-void clean_l2(const Profiler& pr) {
-  const int sms = std::max(device_info().sms, 1);
-  read_sweep<<<sms * 8, 256>>>(static_cast<const uint4*>(pr.sweep), pr.sweep_bytes / 16, pr.sink);
-  FLASHLAB_CHECK_LAUNCH();
+__global__ void write_sweep(uint4* p, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = make_uint4(static_cast<unsigned>(i), 0x5A5A5A5Au, 0, 0);
+}
+
+// One thread per 128-byte line of p[0, lines * 128).
+__global__ void discard_sweep(char* p, size_t lines) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < lines;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(p + 128 * i) : "memory");
+#endif
+  }
+}
+
+__global__ void prefetch_sweep(const char* p, size_t lines) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < lines;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128 * i));
+}
+
+// The sweep buffer, at least `bytes` (allocated the first time a pass is measured, grown for the
+// experiments that need more).
+char* sweep_buffer(Profiler& pr, size_t bytes) {
+  if (pr.sweep_bytes < bytes) {
+    if (pr.sweep) FLASHLAB_CUDA_CHECK(cudaFree(pr.sweep));
+    pr.sweep = nullptr;
+    FLASHLAB_CUDA_CHECK(cudaMalloc(&pr.sweep, bytes));
+    pr.sweep_bytes = bytes;
+    FLASHLAB_CUDA_CHECK(cudaMemset(pr.sweep, 0x5A, bytes));
+  }
+  return static_cast<char*>(pr.sweep);
+}
+
+// Sweeps L2 (see above) on the default stream, after the preparation has finished, and waits for
+// the sweep before the caller starts the range.
+void clean_l2(Profiler& pr) {
+  const Clean mode = clean_mode();
+  const size_t l2 = static_cast<size_t>(std::max<int64_t>(device_info().l2_bytes, 1 << 20));
+  const unsigned sms = static_cast<unsigned>(std::max(device_info().sms, 1)), grid = 8 * sms;
+  const size_t x4 = 4 * l2;
+  auto read = [&](const char* p, size_t bytes, unsigned shift) {
+    read_sweep<<<grid, 256>>>(reinterpret_cast<const uint4*>(p), bytes / 16, pr.sink, shift);
+    FLASHLAB_CHECK_LAUNCH();
+  };
+  auto write = [&](char* p, size_t bytes) {
+    write_sweep<<<grid, 256>>>(reinterpret_cast<uint4*>(p), bytes / 16);
+    FLASHLAB_CHECK_LAUNCH();
+  };
+  switch (mode) {
+    case Clean::none:
+      break;
+    case Clean::read:
+      read(sweep_buffer(pr, x4), x4, 0);
+      break;
+    case Clean::read16:
+      read(sweep_buffer(pr, 4 * x4), 4 * x4, 0);
+      break;
+    case Clean::rotate:
+      // Each CTA's words again from a CTA a quarter of the SMs away, whether the CTAs went to
+      // the SMs round robin or eight at a time.
+      for (unsigned k = 0; k < 4; ++k) read(sweep_buffer(pr, x4), x4, k * (grid / 4 + sms / 4));
+      break;
+    case Clean::write:
+      write(sweep_buffer(pr, x4), x4);
+      break;
+    case Clean::write_read: {
+      char* p = sweep_buffer(pr, 2 * x4);
+      write(p, x4);
+      read(p + x4, x4, 0);
+      break;
+    }
+    case Clean::prefetch:
+      prefetch_sweep<<<grid, 256>>>(sweep_buffer(pr, x4), x4 / 128);
+      FLASHLAB_CHECK_LAUNCH();
+      break;
+    case Clean::write_discard: {
+      char* p = sweep_buffer(pr, x4);
+      write(p, x4);
+      discard_sweep<<<grid, 256>>>(p, x4 / 128);
+      FLASHLAB_CHECK_LAUNCH();
+      break;
+    }
+  }
+  FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 // Kernel names, in launch order, from the driver's and the runtime's launch callbacks (a memset
@@ -472,7 +586,6 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
     // dirty lines out of L2, or their write-back is charged to the kernel.
     FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
     clean_l2(pr);
-    FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
     raw.log.clear();
     auto start =
         params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
