@@ -321,25 +321,20 @@ Profiler& profiler() {
 // DRAM is written when L2 evicts a dirty line, so a line left dirty by the preparation (the
 // poisoned outputs, a previous pass) and evicted during the measured kernel is charged to that
 // kernel. Nsight Compute flushes and invalidates L2 before each pass (--cache-control all) through
-// the driver; neither CUDA nor CUPTI offers that to a program (cuCtxResetPersistingL2Cache only
-// demotes persisting lines). The same state is reached by writing a buffer of 4x L2, which evicts
-// every line L2 held (the dirty ones are written back now, outside the range), and discarding that
-// buffer's lines (discard.global.L2: invalidated, not written back): L2 is left with no dirty line.
-// Reading a 4x-L2 buffer, as before, is not enough on the H200: about 30 MB (half its 60 MiB L2)
-// stayed dirty, and the next kernel was charged with it (atomic-dq's preprocess, which writes 1 MB,
-// with 30 MB; the tiled forward with 85 MB where Nsight Compute counts 55).
+// the driver; neither CUDA nor CUPTI offers that to a program, so it is imitated here by a sweep.
 //
-// FLASHLAB_L2_CLEAN picks another sweep, for the cross-check experiments only (tests/gpu,
-// scripts/l2_clean_experiment.sh): write-discard (the default), none, read (4x L2 read), read16
-// (16x L2 read), rotate (4x L2 read four times, each line by four different CTAs), write (4x L2
-// written), write-read (4x L2 written, then another 4x read), prefetch (4x L2 prefetched into L2).
+// FLASHLAB_L2_CLEAN picks the sweep, for the cross-check experiments only (tests/gpu,
+// scripts/l2_clean_experiment.sh): read (4x L2 read; the default), none, read16 (16x L2 read),
+// rotate (4x L2 read four times, each line by four different CTAs), write (4x L2 written),
+// write-read (4x L2 written, then another 4x read), prefetch (4x L2 prefetched into L2),
+// write-discard (4x L2 written, then its lines discarded from L2: invalidated, not written back).
 enum class Clean { none, read, read16, rotate, write, write_read, prefetch, write_discard };
 
 Clean clean_mode() {
   const char* v = std::getenv("FLASHLAB_L2_CLEAN");
   const std::string m = v ? v : "";
-  if (m.empty() || m == "write-discard") return Clean::write_discard;
-  if (m == "read") return Clean::read;
+  if (m.empty() || m == "read") return Clean::read;
+  if (m == "write-discard") return Clean::write_discard;
   if (m == "none") return Clean::none;
   if (m == "read16") return Clean::read16;
   if (m == "rotate") return Clean::rotate;

@@ -10,10 +10,9 @@
 //                      -> one config image with the metrics it knows
 //   per pass           enable on the context -> counter data image -> auto ranges, user replay
 //                      repeat until CUPTI has every metric:
-//                        prepare (poison, inputs) -> write a buffer of 4x L2, then discard its
-//                        lines from L2 (no dirty line is left, as after Nsight Compute's flush and
-//                        invalidate, so the pass pays no write-back of earlier data) -> start ->
-//                        launch the pass -> synchronise the device -> stop
+//                        prepare (poison, inputs) -> read a buffer of 4x L2 (L2 holds only clean
+//                        lines, so the pass pays no write-back of earlier data) -> start -> launch
+//                        the pass -> synchronise the device -> stop
 //                      decode -> one range per kernel, named from the launch callbacks
 //
 // Auto ranges serialise the kernels (recompute's second stream included), so each range is one
