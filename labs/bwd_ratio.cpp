@@ -2,7 +2,10 @@
 // with the 2.5x FLOP ratio (5 matmuls against 2) and the book's ~2.9x estimate (2.5 x 73/63, the
 // FA2 paper's best forward and backward utilisation on A100). On a GPU: the tiled forward and the
 // atomic-dq backward through the CUDA runner; otherwise the CPU twins at modest sizes. With
-// --versions, another backward is timed instead (a student's ex2-fa2-bwd, for one).
+// --versions, another backward is timed instead (a student's ex2-fa2-bwd, for one). Without
+// --versions, on a GPU that runs the Hopper rung, a second table times hopper's forward and
+// backward and hopper-deterministic's backward (fed hopper's forward) at the same shapes;
+// elsewhere an observation says why it is absent (hopper_pair.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include "all_labs.h"
 #include "core/rng.h"
 #include "cuda/runner.h"
+#include "hopper_pair.h"
 #include "lab_util.h"
 #include "registry.h"
 #include "util/error.h"
@@ -28,12 +32,13 @@ struct Measured {
   double flop_ratio;    // from the CPU twins' counters
 };
 
-// Matmul FLOPs of the tiled forward and the backward, from their dry-run counters.
-double counted_flop_ratio(const VersionInfo& bwd, const Problem& p, const CpuOptions& opt) {
+// Matmul FLOPs of the forward (tiled's unless given) and the backward, from their dry-run counters.
+double counted_flop_ratio(const VersionInfo& bwd, const Problem& p, const CpuOptions& opt,
+                          const VersionInfo& fwd_version = version("tiled")) {
   Forward f;
   Gradients g;
   Counters cf, cb;
-  version("tiled").cpu_forward(p, Inputs{}, blocks(opt.Br, opt.Bc), f, cf);
+  fwd_version.cpu_forward(p, Inputs{}, blocks(opt.Br, opt.Bc), f, cf);
   bwd.cpu_backward(p, Inputs{}, f, blocks(opt.Br, opt.Bc), g, cb);
   return double(cb.matmul_flops) / cf.matmul_flops;
 }
@@ -76,6 +81,23 @@ Measured time_gpu(const VersionInfo& bwd, const Problem& p, uint64_t seed) {
           counted_flop_ratio(bwd, p, blocks(128, 128))};
 }
 
+// The Hopper rung: hopper's forward and backward in one run, then hopper-deterministic's backward
+// fed hopper's forward; both ratios are against hopper's forward time.
+std::pair<Measured, Measured> time_gpu_hopper(const Problem& p, uint64_t seed) {
+  const VersionInfo& h = version(kHopper);
+  const VersionInfo& hd = version(kHopperDeterministic);
+  const Inputs in = make_inputs(p, seed);
+  cuda::RunOptions ro;
+  ro.bitwise_repeats = 0;
+  const cuda::RunResult a = cuda::run(*h.cuda, p, in, nullptr, ro);
+  const cuda::RunResult b = cuda::run(*hd.cuda, p, in, &a.fwd, ro);
+  const double fwd_s = median(a.fwd_time.ms) * 1e-3;
+  return {Measured{p, fwd_s, median(a.bwd_time.ms) * 1e-3,
+                   counted_flop_ratio(h, p, blocks(128, 128), h)},
+          Measured{p, fwd_s, median(b.bwd_time.ms) * 1e-3,
+                   counted_flop_ratio(hd, p, blocks(128, 128), h)}};
+}
+
 // FA2's FLOP convention: forward 4*B*H*Nq*Nk*d, halved when causal.
 double fwd_flops(const Problem& p) {
   const Shape& s = p.shape;
@@ -100,7 +122,15 @@ Report bwd_ratio(const LabOptions& o) {
       throw UsageError(fmt::format("version '{}' cannot run on cuda: {}", bwd.id, why));
   }
   r.version_ids = {"tiled", bwd.id};
+  // The Hopper table belongs to the lab's default run; with --versions the student times one
+  // backward of their choosing.
+  const bool hopper_asked = o.versions.empty();
+  const std::string hopper_why = hopper_asked ? hopper_pair_absent(o, gpu) : "";
+  const bool with_hopper = hopper_asked && hopper_why.empty();
+  if (with_hopper)
+    for (const char* id : {kHopper, kHopperDeterministic}) r.version_ids.push_back(id);
   std::vector<Measured> ms;
+  std::vector<std::pair<Measured, Measured>> hs;  // (hopper, hopper-deterministic) per shape
   if (gpu) {
     // 8k tokens per batch, 16 heads, d = 128, fp16.
     for (auto [N, causal] :
@@ -110,6 +140,7 @@ Report bwd_ratio(const LabOptions& o) {
       p.causal = causal;
       p.dtype = DType::f16;
       ms.push_back(time_gpu(bwd, p, o.seed));
+      if (with_hopper) hs.push_back(time_gpu_hopper(p, o.seed));
     }
   } else {
     // Small enough that `lab all` stays fast on two cores.
@@ -155,6 +186,42 @@ Report bwd_ratio(const LabOptions& o) {
   r.tables.push_back(std::move(t));
   r.figures["time_ratio_min"] = {{"value", lo}, {"unit", "ratio"}};
   r.figures["time_ratio_max"] = {{"value", hi}, {"unit", "ratio"}};
+
+  double hlo = 1e9, hhi = 0, dlo = 1e9, dhi = 0;  // hopper's and hopper-deterministic's ratios
+  if (with_hopper) {
+    Table h{"bwd_ratio_hopper",
+            tr(o, "The Hopper rung: backward / forward time (forward: hopper), ",
+               "Hopper 这一级：反向 / 前向耗时比（前向：hopper），") +
+                backend_note(o, gpu),
+            {col("B", "B"), col("H", "H"), col("N", "N", "", "count"), col("d", "d"),
+             col("causal", "causal"), col("backward", tr(o, "backward", "反向")),
+             col("fwd_time", tr(o, "forward (hopper)", "前向（hopper）"), "ms", "{:.3f}"),
+             col("bwd_time", tr(o, "backward", "反向"), "ms", "{:.3f}"),
+             col("time_ratio", tr(o, "time: bwd / fwd", "耗时：反向 / 前向"), "ratio", "{:.2f}"),
+             col("flop_ratio", tr(o, "FLOPs: bwd / fwd (counters)", "FLOPs：反向 / 前向（计数）"),
+                 "ratio", "{:.2f}"),
+             col("fwd_rate", tr(o, "forward rate", "前向算力"), unit_rate.c_str(), "{:.1f}"),
+             col("bwd_rate", tr(o, "backward rate", "反向算力"), unit_rate.c_str(), "{:.1f}")},
+            {}};
+    for (const auto& [a, b] : hs)
+      for (const Measured* m : {&a, &b}) {
+        const Shape& s = m->p.shape;
+        const double ratio = m->bwd_s / m->fwd_s;
+        double& mn = m == &a ? hlo : dlo;
+        double& mx = m == &a ? hhi : dhi;
+        mn = std::min(mn, ratio), mx = std::max(mx, ratio);
+        const double ff = fwd_flops(m->p);
+        h.rows.push_back({s.B, s.H, s.Nq, s.d, m->p.causal,
+                          m == &a ? kHopper : kHopperDeterministic, m->fwd_s * 1e3, m->bwd_s * 1e3,
+                          ratio, m->flop_ratio, ff / m->fwd_s * rate_scale,
+                          kFlopRatio * ff / m->bwd_s * rate_scale});
+      }
+    r.tables.push_back(std::move(h));
+    r.figures["hopper_time_ratio_min"] = {{"value", hlo}, {"unit", "ratio"}};
+    r.figures["hopper_time_ratio_max"] = {{"value", hhi}, {"unit", "ratio"}};
+    r.figures["hopper_deterministic_time_ratio_min"] = {{"value", dlo}, {"unit", "ratio"}};
+    r.figures["hopper_deterministic_time_ratio_max"] = {{"value", dhi}, {"unit", "ratio"}};
+  }
 
   const std::string where = backend_note(o, gpu);
   r.observations.push_back(
@@ -203,6 +270,20 @@ Report bwd_ratio(const LabOptions& o) {
         kFlopRatio, kBookEstimate);
   }
   r.observations.push_back(zh(o) ? verdict_zh : verdict_en);
+  if (with_hopper)
+    r.observations.push_back(
+        zh(o) ? fmt::format(
+                    "Hopper 这一级（都以 hopper 的前向为分母）：hopper 的反向 / 前向耗时比是 "
+                    "{:.2f}–{:.2f}，hopper-deterministic 的是 {:.2f}–{:.2f}；"
+                    "和 FLOPs 比 {:.1f} 对照：高于它，说明反向的单位算力比前向低；低于它则更高。",
+                    hlo, hhi, dlo, dhi, kFlopRatio)
+              : fmt::format("The Hopper rung (both against hopper's forward): hopper's backward / "
+                            "forward time is {:.2f}–{:.2f}, hopper-deterministic's {:.2f}–{:.2f}; "
+                            "set beside the FLOP ratio {:.1f}: above it the backward reaches a "
+                            "lower FLOP rate than the forward, below it a higher one.",
+                            hlo, hhi, dlo, dhi, kFlopRatio));
+  else if (hopper_asked)
+    r.observations.push_back(hopper_pair_absent_note(o, hopper_why));
   if (!gpu)
     r.observations.push_back(
         zh(o) ? "CPU 孪生版本是按块的普通循环，没有 tensor core 也没有 L2 上的 "

@@ -2,7 +2,10 @@
 // its dQ partials into one fp32 buffer, so the order of the additions (and the rounding) depends on
 // which worker gets there first; deterministic-dq gives each worker its own split and sums the
 // splits in a fixed order. Both run 20 times on the same inputs; we count the runs whose dQ differs
-// bitwise from the first run, the largest difference, the extra memory and the time.
+// bitwise from the first run, the largest difference, the extra memory and the time. On a GPU that
+// runs the Hopper rung, the same pair again in Hopper form: hopper (dQ partials by bulk reduce-adds
+// that race at L2) against hopper-deterministic (K-block workers take turns on each dQ tile), both
+// fed hopper's forward. Elsewhere an observation says why that pair is absent (hopper_pair.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include "all_labs.h"
 #include "core/rng.h"
 #include "cuda/runner.h"
+#include "hopper_pair.h"
 #include "lab_util.h"
 #include "registry.h"
 
@@ -67,6 +71,8 @@ Spread repeat_cpu(const VersionInfo& v, const Problem& p, const Inputs& in, cons
   return s;
 }
 
+// `fwd` feeds a backward-only version; a fwd+bwd one (hopper) runs its own forward every time,
+// which has no atomics, so a difference in dQ still comes from the backward alone.
 Spread repeat_gpu(const VersionInfo& v, const Problem& p, const Inputs& in, const Forward& fwd) {
   Spread s{v.id};
   cuda::RunOptions ro;
@@ -95,6 +101,10 @@ Report determinism(const LabOptions& o) {
   r.command = "lab determinism";
   r.version_ids = {"tiled", "atomic-dq", "deterministic-dq"};
   const bool gpu = use_gpu(o);
+  const std::string hopper_why = hopper_pair_absent(o, gpu);
+  const bool with_hopper = hopper_why.empty();
+  if (with_hopper)
+    for (const char* id : {kHopper, kHopperDeterministic}) r.version_ids.push_back(id);
 
   Problem p;
   CpuOptions opt = blocks(32, 32, false);
@@ -114,6 +124,12 @@ Report determinism(const LabOptions& o) {
     const Forward fwd = cuda::run(*find_version("tiled")->cuda, p, in, nullptr, ro).fwd;
     for (const char* id : {"atomic-dq", "deterministic-dq"})
       spreads.push_back(repeat_gpu(*find_version(id), p, in, fwd));
+    if (with_hopper) {
+      const VersionInfo& h = version(kHopper);
+      const Forward hfwd = cuda::run(*h.cuda, p, in, nullptr, ro).fwd;
+      spreads.push_back(repeat_gpu(h, p, in, hfwd));
+      spreads.push_back(repeat_gpu(version(kHopperDeterministic), p, in, hfwd));
+    }
   } else {
     Forward fwd;
     Counters c;
@@ -200,6 +216,67 @@ Report determinism(const LabOptions& o) {
                                    : fmt::format("differed in {} runs", d.differing),
                   kRuns, d.dkdv_same ? "identical too" : "not identical", format_bytes(d.workspace),
                   mem_ratio, format_bytes(a.workspace), time_ratio));
+  if (!with_hopper) {
+    r.observations.push_back(hopper_pair_absent_note(o, hopper_why));
+    return r;
+  }
+  const Spread& ha = spreads[2];
+  const Spread& hd = spreads[3];
+  const double h_time_ratio = hd.median_s / ha.median_s;
+  const double h_mem_ratio = ha.workspace > 0 ? double(hd.workspace) / ha.workspace : 0.0;
+  r.figures["hopper_runs_differing"] = {{"value", ha.differing}, {"unit", "runs"}};
+  r.figures["hopper_deterministic_runs_differing"] = {{"value", hd.differing}, {"unit", "runs"}};
+  r.figures["hopper_max_diff"] = {{"value", ha.max_diff}, {"unit", ""}};
+  r.figures["hopper_time_ratio"] = {{"value", h_time_ratio}, {"unit", "ratio"}};
+  r.figures["hopper_workspace_ratio"] = {{"value", h_mem_ratio}, {"unit", "ratio"}};
+  r.ok = r.ok && hd.differing == 0 && hd.dkdv_same;
+
+  const std::string h_dkdv_en = ha.dkdv_same ? "dK and dV were bitwise identical in every run, as "
+                                               "they are written once, by the worker that owns them"
+                                             : "dK and dV differed too, which they should not";
+  const std::string h_dkdv_zh = ha.dkdv_same
+                                    ? "dK、dV 每次都逐位相同：它们只由负责它的 worker 写一次"
+                                    : "dK、dV 也有不同，这本不该发生";
+  if (ha.differing > 0)
+    r.observations.push_back(
+        zh(o)
+            ? fmt::format("hopper 第一次之后的 {} 次运行里有 {} 次 dQ 和第一次不同，最大差 "
+                          "{:.2e}（相对 {:.1e}）：dQ 的部分和由 bulk reduce-add 加进同一块 FP32 "
+                          "缓冲，在 L2 上和 atomic-dq 的 atomic 一样抢先后；{}。",
+                          kRuns - 1, ha.differing, ha.max_diff, ha.max_diff / ha.max_abs, h_dkdv_zh)
+            : fmt::format(
+                  "hopper: {} of the {} runs after the first gave a dQ that differs from "
+                  "it, by at most {:.2e} ({:.1e} relative): its dQ partials go into one "
+                  "fp32 buffer by bulk reduce-adds, which race at L2 as atomic-dq's atomics "
+                  "do; {}.",
+                  ha.differing, kRuns - 1, ha.max_diff, ha.max_diff / ha.max_abs, h_dkdv_en));
+  else
+    r.observations.push_back(
+        zh(o) ? fmt::format("这次 hopper 的 {} 次运行 dQ 恰好逐位相同：bulk reduce-add "
+                            "的先后取决于调度，没有保证；{}。",
+                            kRuns, h_dkdv_zh)
+              : fmt::format("This time all {} hopper runs happened to give bitwise identical dQ: "
+                            "the order of its bulk reduce-adds depends on scheduling, and nothing "
+                            "guarantees it; {}.",
+                            kRuns, h_dkdv_en));
+  r.observations.push_back(
+      zh(o)
+          ? fmt::format("hopper-deterministic 的 {} 次运行 dQ {}，dK、dV {}。代价：工作区 {}，是 "
+                        "hopper（{}）的 {:.2f} 倍"
+                        "（每个 (head, Q 块) 一个计数器，K 块的 worker 按 j = 0, 1, 2, … "
+                        "轮流往 dQ 上加）；耗时是 hopper 的 {:.2f} 倍。",
+                        kRuns,
+                        hd.differing == 0 ? "逐位相同" : fmt::format("有 {} 次不同", hd.differing),
+                        hd.dkdv_same ? "也逐位相同" : "却有不同", format_bytes(hd.workspace),
+                        format_bytes(ha.workspace), h_mem_ratio, h_time_ratio)
+          : fmt::format(
+                "hopper-deterministic: dQ {} over {} runs, and dK, dV {}. The price: a workspace "
+                "of {}, {:.2f}x hopper's {} (a counter per (head, Q block), so that the K-block "
+                "workers add into dQ in the order j = 0, 1, 2, ...), and {:.2f}x hopper's time.",
+                hd.differing == 0 ? "bitwise identical"
+                                  : fmt::format("differed in {} runs", hd.differing),
+                kRuns, hd.dkdv_same ? "identical too" : "not identical", format_bytes(hd.workspace),
+                h_mem_ratio, format_bytes(ha.workspace), h_time_ratio));
   return r;
 }
 

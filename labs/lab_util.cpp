@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "cuda/runner.h"
+#include "hopper_pair.h"
 
 namespace flashlab::lab {
 
@@ -37,6 +38,35 @@ std::string backend_note(const LabOptions& o, bool gpu) {
   if (gpu) return fmt::format("GPU ({})", dev.name);
   if (dev.present) return zh(o) ? "CPU 孪生版本（--backend cpu）" : "CPU twins (--backend cpu)";
   return zh(o) ? "CPU 孪生版本（没有 GPU）" : "CPU twins (no GPU)";
+}
+
+std::string hopper_pair_absent(const LabOptions& o, bool gpu,
+                               const std::function<std::string(const VersionInfo&)>& unavailable) {
+  const VersionInfo* a = find_version(kHopper);
+  const VersionInfo* b = find_version(kHopperDeterministic);
+  if (!a || !b) return tr(o, "this build does not register them", "这次构建里没有这两个版本");
+  if (!gpu)
+    return fmt::format(
+        fmt::runtime(tr(o,
+                        "the lab measures them only on a GPU that runs them (sm_90a), and this run "
+                        "uses the {}; their CPU twins follow atomic-dq's schedule and would repeat "
+                        "its rows",
+                        "这个实验只在能跑它们的 GPU（sm_90a）上测量，这次用的是 {}；它们的 CPU "
+                        "孪生版本和 atomic-dq 是同一份调度，放进来只会重复 atomic-dq 的那几行")),
+        backend_note(o, false));
+  for (const VersionInfo* v : {a, b}) {
+    const std::string why = unavailable(*v);
+    if (!why.empty())
+      return fmt::format(
+          fmt::runtime(tr(o, "this GPU cannot run {}: {}", "这块 GPU 跑不了 {}：{}")), v->id, why);
+  }
+  return "";
+}
+
+std::string hopper_pair_absent_note(const LabOptions& o, const std::string& why) {
+  return fmt::format(
+      fmt::runtime(tr(o, "{} and {} are not in this lab's table: {}.", "表里没有 {} 和 {}：{}。")),
+      kHopper, kHopperDeterministic, why);
 }
 
 Problem make_problem(int64_t BH, int64_t N, int64_t d, bool causal, DType dt) {

@@ -36,7 +36,7 @@ const std::array<LabInfo, 9> kLabs = {{
      "Exercise 2: measured backward/forward time vs the 2.5x FLOP ratio",
      "练习 2：实测反向 / 前向耗时比 vs 2.5 倍的 FLOPs 比",
      lab::bwd_ratio,
-     {"bwd_ratio"},
+     {"bwd_ratio", "bwd_ratio_hopper"},
      "the backward to time (default: atomic-dq)"},
     {"no-lse",
      "Exercise 3: what the backward costs without a stored LSE",
