@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cuda/runner.h"
+#include "labs/hopper_pair.h"
 #include "labs/lab.h"
 #include "report/render.h"
 
@@ -194,7 +195,9 @@ TEST(Labs, GradcheckIsWithinTheLectureBounds) {
   const Report r = run_lab("gradcheck");
   EXPECT_TRUE(r.ok);
   const Table& t = table(r, "gradcheck");
-  EXPECT_EQ(t.rows.size(), 10u);  // causal and not x (standard + 4 CPU backwards)
+  // causal and not x (standard + 6 CPU backwards: naive, recompute, atomic-dq, deterministic-dq,
+  // hopper, hopper-deterministic)
+  EXPECT_EQ(t.rows.size(), 14u);
   for (size_t i = 0; i < t.rows.size(); ++i) {
     EXPECT_LE(num(t, i, "fwd_O"), 1e-14);
     if (!cell(t, i, "vs_standard").is_null()) {
@@ -237,6 +240,69 @@ TEST(Labs, DeterministicDqIsBitwiseRepeatable) {
   // atomic-dq may or may not differ on a given day; when it does, only by rounding.
   EXPECT_LE(num(t, 0, "rel_diff"), 1e-5);
   EXPECT_TRUE(r.ok);
+}
+
+// The Hopper pair (hopper vs hopper-deterministic) joins the labs only where the GPU runs it. The
+// decision, with a stand-in for cuda_unavailable so that both answers are reachable without a GPU.
+TEST(Labs, HopperPairOnlyWhereTheGpuRunsIt) {
+  ASSERT_NE(find_version("hopper"), nullptr);
+  ASSERT_NE(find_version("hopper-deterministic"), nullptr);
+  LabOptions o;
+  const auto runs = [](const VersionInfo&) { return std::string(); };
+  EXPECT_EQ(lab::hopper_pair_absent(o, true, runs), "");
+  // The CPU backend leaves them out even where a GPU could run them.
+  const std::string cpu = lab::hopper_pair_absent(o, false, runs);
+  EXPECT_NE(cpu.find("CPU twins"), std::string::npos) << cpu;
+  // One of the two not runnable is enough to leave both out, and the reason is passed on.
+  const auto no_det = [](const VersionInfo& v) {
+    return v.id == std::string("hopper-deterministic") ? std::string("needs an sm_90a GPU")
+                                                       : std::string();
+  };
+  const std::string gpu = lab::hopper_pair_absent(o, true, no_det);
+  EXPECT_NE(gpu.find("hopper-deterministic: needs an sm_90a GPU"), std::string::npos) << gpu;
+  // The real judgement on this machine agrees with cuda_unavailable.
+  const bool runnable = cuda_unavailable(*find_version("hopper")).empty() &&
+                        cuda_unavailable(*find_version("hopper-deterministic")).empty();
+  EXPECT_EQ(lab::hopper_pair_absent(o, true).empty(), runnable);
+  o.lang = "zh";
+  EXPECT_TRUE(has_cjk(lab::hopper_pair_absent(o, false, runs)));
+  EXPECT_TRUE(has_cjk(lab::hopper_pair_absent_note(o, "x")));
+}
+
+// On the CPU backend (the only one without a GPU) both labs keep their rows and tables as before,
+// without the Hopper versions, and say why in one observation line.
+TEST(Labs, HopperPairAbsentOnTheCpuBackendWithTheReason) {
+  for (const std::string lang : {"en", "zh"}) {
+    for (const char* name : {"determinism", "bwd-ratio"}) {
+      SCOPED_TRACE(std::string(name) + " " + lang);
+      const Report r = run_lab(name, lang);
+      for (const Table& t : r.tables) {
+        EXPECT_NE(t.id, "bwd_ratio_hopper");
+        for (const auto& row : t.rows)
+          for (const json& v : row)
+            if (v.is_string()) {
+              EXPECT_EQ(v.get<std::string>().find("hopper"), std::string::npos);
+            }
+      }
+      for (const auto& [key, value] : r.figures.items())
+        EXPECT_EQ(key.find("hopper"), std::string::npos) << key;
+      for (const std::string& id : r.version_ids) EXPECT_EQ(id.find("hopper"), std::string::npos);
+      LabOptions o;
+      o.lang = lang;
+      const std::string note = lab::hopper_pair_absent_note(o, lab::hopper_pair_absent(o, false));
+      std::string all;
+      for (const std::string& s : r.observations) all += s + "\n";
+      EXPECT_EQ(std::count(r.observations.begin(), r.observations.end(), note), 1) << note << "\n"
+                                                                                   << all;
+      EXPECT_NE(note.find("hopper-deterministic"), std::string::npos);
+    }
+  }
+  // With --versions, bwd-ratio times the one backward asked for and says nothing about Hopper.
+  LabOptions o;
+  o.backend = "cpu";
+  o.versions = {find_version("deterministic-dq")};
+  const Report r = find_lab("bwd-ratio")->run(o);
+  for (const std::string& s : r.observations) EXPECT_EQ(s.find("hopper"), std::string::npos) << s;
 }
 
 TEST(Labs, BwdRatioMeasuresAndCountsTheFlopRatio) {
