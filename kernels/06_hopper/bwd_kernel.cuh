@@ -168,26 +168,35 @@ template <class T, int D, bool kDeterministic>
 __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int head) {
   constexpr int Br = BwdTraits<D>::Br, Bc = BwdTraits<D>::Bc;
   const QRange qr = q_range<Br, Bc, kDeterministic>(p.b, j);
-  float* accum = p.b.dQ_accum + static_cast<int64_t>(head) * p.b.Nq * D;
+  // hopper: one accumulator, every K block adds. hopper-deterministic: K block j adds into split
+  // s = j mod S, and within a split the K blocks s, s + S, s + 2S, ... take turns (the first stores).
+  const int S = kDeterministic ? p.b.dq_splits : 1, split = j % S, rank = j / S;
+  float* accum = p.b.dQ_accum + split * p.b.split_stride + static_cast<int64_t>(head) * p.b.Nq * D;
   for (int n = 0; n < qr.count(); ++n) {
     const int i = qr.block(n), buf = n % 2;
     sm90::mbar_wait(sm.dq_full + buf, (n / 2) & 1);
-    int* turn = kDeterministic ? p.dq_turn + static_cast<int64_t>(head) * p.q_blocks + i : nullptr;
+    int* turn = kDeterministic
+                    ? p.dq_turn + (static_cast<int64_t>(head) * p.q_blocks + i) * S + split
+                    : nullptr;
     if constexpr (kDeterministic) {
-      // K blocks 0 .. j-1 of this head were started before this one (blocks start in the order
-      // of blockIdx.x) and never wait for a later block, so the wait always ends.
-      while (load_acquire(turn) != j) {
+      // The K blocks of a head start in the order of blockIdx.x, and a block waits only for
+      // smaller ones, which never wait for a larger one: the wait always ends.
+      while (load_acquire(turn) != rank) {
       }
       fence_proxy_async_global();  // the earlier blocks' additions, seen by this one's
     }
     const int rows = min(Br, p.b.Nq - i * Br);  // the last Q block may be ragged
-    bulk_reduce_add_f32(accum + static_cast<int64_t>(i) * Br * D, smem_addr(sm.dq(buf)),
-                        static_cast<uint32_t>(rows * D * 4));
+    float* dst = accum + static_cast<int64_t>(i) * Br * D;
+    const uint32_t bytes = static_cast<uint32_t>(rows * D * 4);
+    if (kDeterministic && rank == 0)
+      bulk_store(dst, smem_addr(sm.dq(buf)), bytes);  // the split's first writer of these rows
+    else
+      bulk_reduce_add_f32(dst, smem_addr(sm.dq(buf)), bytes);
     bulk_commit();
     if constexpr (kDeterministic) {
       bulk_wait_all();  // the addition is done in memory, not only read from shared memory
       fence_proxy_async_global();
-      store_release(turn, j + 1);
+      store_release(turn, rank + 1);
     } else {
       bulk_wait_read();
     }

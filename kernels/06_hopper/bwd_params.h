@@ -36,6 +36,8 @@ struct BwdTraits {
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static_assert(::flashlab::cuda::kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
+  static_assert(Br == ::flashlab::cuda::outer_k_br(D) && Bc == ::flashlab::cuda::kOuterKBc,
+                "hopper-deterministic's splits are summed by the outer-K convert pass");
 };
 
 // The launcher, one explicit instantiation per (dtype, head dim, deterministic).

@@ -15,11 +15,12 @@
 //
 // The backward is FA2's outer-K pass (common/cpu_bwd.h), as the CUDA kernel runs it: one worker
 // per (head, K block j) walks the Q blocks that see its keys, dK_j and dV_j on chip, and adds each
-// dQ_i partial into one accumulator. hopper's workers race (atomic adds, as the bulk reduce-adds
-// race at L2); hopper-deterministic's take turns: worker j adds into Q block i only once the
-// workers 0 .. j-1 of its head have (a counter per (head, Q block), as on the GPU), so every
-// element of dQ is summed in the order j = 0, 1, 2, ... on every run; its workers walk their Q
-// blocks downwards, as the kernel's do (bwd_kernel.cuh says why).
+// dQ_i partial into an accumulator. hopper's workers race (atomic adds, as the bulk reduce-adds
+// race at L2). hopper-deterministic's take turns: worker j adds into split j mod 2 of Q block i
+// only once the workers before it in that split have (a counter per (head, Q block, split), as on
+// the GPU), and the convert sums the two splits in order, so every element of dQ is the same sum
+// on every run; its workers walk their Q blocks downwards, as the kernel's do (bwd_kernel.cuh
+// says why).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -101,28 +102,36 @@ void hopper_forward(const Problem& p, const Inputs& in, const CpuOptions& o, For
   with_compute_type(p.dtype, [&](auto zero) { hopper_fwd<decltype(zero)>(p, in, o, out, cnt); });
 }
 
-// A dQ policy that adds in turns: worker (h, j) waits until the counter of (h, Q block i) says j,
-// adds its partial with plain adds, and passes the turn to j + 1. The Q blocks a K block visits
-// are a suffix of the head's (the causal schedule is monotone in j), so the counter of block i
-// always reaches j. OpenMP's dynamic schedule hands the (h, j) iterations out in order, so the
-// workers j waits for have all started and wait only for smaller j: the waits always end.
+// The number of dQ splits hopper-deterministic's kernel uses: two (one when there is a single K
+// block); the workspace formula and the twin use the same.
+int64_t dq_splits(const Problem& p, int64_t Bc) {
+  return std::min<int64_t>((p.shape.Nk + Bc - 1) / Bc, 2);
+}
+
+// A dQ policy that adds in turns, into S splits: worker (h, j) owns split s = j mod S, waits until
+// the counter of (h, Q block i, s) says j / S, stores (the split's first writer) or adds its
+// partial, and passes the turn on. The Q blocks a K block visits are a suffix of the head's (the
+// causal schedule is monotone in j), so the counter always reaches j / S. OpenMP's dynamic
+// schedule hands the (h, j) iterations out in order, so the workers j waits for have all started
+// and wait only for smaller j: the waits always end.
 template <class T>
 struct TurnDQ {
   static constexpr bool computes_dq = true;
   static constexpr bool q_down = true;  // as the kernel: every worker reaches block i together
-  std::vector<T>& accum;
-  std::vector<std::atomic<int64_t>>& turn;  // [heads][Q blocks]
-  int64_t Nq, d, Br, q_blocks;
+  std::vector<T>& accum;                 // [S][heads * Nq * d]
+  std::vector<std::atomic<int64_t>>& turn;  // [heads][Q blocks][S]
+  int64_t Nq, d, Br, q_blocks, S, split_stride;
   void count(Counters& c, int64_t rows, int64_t dd) const {
     c.elems_read += rows * dd;
     c.elems_written += rows * dd;
   }
   void add(int64_t h, int64_t j, int64_t r0, int64_t rows, const T* partial) {
-    std::atomic<int64_t>& t = turn[static_cast<size_t>(h * q_blocks + r0 / Br)];
-    while (t.load(std::memory_order_acquire) != j) std::this_thread::yield();
-    T* base = &accum[(h * Nq + r0) * d];
-    for (int64_t e = 0; e < rows * d; ++e) base[e] += partial[e];
-    t.store(j + 1, std::memory_order_release);
+    const int64_t s = j % S, rank = j / S;
+    std::atomic<int64_t>& t = turn[static_cast<size_t>((h * q_blocks + r0 / Br) * S + s)];
+    while (t.load(std::memory_order_acquire) != rank) std::this_thread::yield();
+    T* base = &accum[s * split_stride + (h * Nq + r0) * d];
+    for (int64_t e = 0; e < rows * d; ++e) base[e] = rank == 0 ? partial[e] : base[e] + partial[e];
+    t.store(rank + 1, std::memory_order_release);
   }
 };
 
@@ -132,18 +141,31 @@ void hopper_bwd(const Problem& p, const Inputs& in, const Forward& fwd, const Cp
   const Shape& s = p.shape;
   prepare_gradients(p, o.dry_run, g);
   const std::vector<T> D = preprocess_D<T>(p, in, fwd, o, cnt);
-  std::vector<T> accum(o.dry_run ? 0 : static_cast<size_t>(s.q_elems()), T(0));
   if constexpr (kTurns) {
-    const int64_t q_blocks = (s.Nq + o.Br - 1) / o.Br;
-    std::vector<std::atomic<int64_t>> turn(static_cast<size_t>(o.dry_run ? 0 : s.heads() * q_blocks));
+    const int64_t q_blocks = (s.Nq + o.Br - 1) / o.Br, S = dq_splits(p, o.Bc);
+    std::vector<T> accum(o.dry_run ? 0 : static_cast<size_t>(S * s.q_elems()), T(0));
+    std::vector<std::atomic<int64_t>> turn(
+        static_cast<size_t>(o.dry_run ? 0 : s.heads() * q_blocks * S));
     for (auto& t : turn) t.store(0);
-    TurnDQ<T> dq{accum, turn, s.Nq, s.d, o.Br, q_blocks};
+    TurnDQ<T> dq{accum, turn, s.Nq, s.d, o.Br, q_blocks, S, s.q_elems()};
     outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, dq);
+    // Convert: dQ = round(scale * (split 0 + split 1 + ...)), always in this order.
+    cnt.elems_read += S * s.q_elems();
+    cnt.elems_written += s.q_elems();
+    if (o.dry_run) return;
+    const T scale = static_cast<T>(p.softmax_scale());
+#pragma omp parallel for num_threads(thread_count(o, p))
+    for (int64_t e = 0; e < s.q_elems(); ++e) {
+      T sum = 0;
+      for (int64_t k = 0; k < S; ++k) sum += accum[k * s.q_elems() + e];
+      g.dQ[e] = round_to(p.dtype, static_cast<double>(scale * sum));
+    }
   } else {
+    std::vector<T> accum(o.dry_run ? 0 : static_cast<size_t>(s.q_elems()), T(0));
     AtomicAddDQ<T> dq{accum, s.Nq, s.d};
     outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, dq);
+    convert_dq(p, o, accum, g, cnt);
   }
-  convert_dq(p, o, accum, g, cnt);
 }
 
 template <bool kTurns>
@@ -155,20 +177,27 @@ void hopper_backward(const Problem& p, const Inputs& in, const Forward& fwd, con
                     [&](auto zero) { hopper_bwd<decltype(zero), kTurns>(p, in, fwd, o, g, cnt); });
 }
 
-// The backward's scratch: D, the outer-K pass's tiles and the dQ accumulator.
+// The backward's scratch: D, the outer-K pass's tiles and the dQ accumulator (splits).
 int64_t hopper_scratch_bytes(const Problem& p, const CpuOptions& o) {
   return std::max(fwd_tile_scratch_bytes(p, o),
                   outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems());
+}
+int64_t deterministic_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  return outer_k_scratch_bytes(p, o) +
+         compute_bytes(p.dtype) * dq_splits(p, o.Bc) * p.shape.q_elems() +
+         8 * p.shape.heads() * ((p.shape.Nq + o.Br - 1) / o.Br) * dq_splits(p, o.Bc);
 }
 
 // The backward's: D and LSE*log2e, one fp32 dQ accumulator (the forward needs none).
 int64_t hopper_workspace(const Problem& p, const CpuOptions&) {
   return p.shape.lse_elems() * 4 * 2 + p.shape.q_elems() * 4;
 }
-// ... and one turn counter per (head, Q block of the CUDA kernel: 64 rows at d = 128, 128 at 64).
-int64_t deterministic_workspace(const Problem& p, const CpuOptions& o) {
-  const int64_t br = p.shape.d == 64 ? 128 : 64;
-  return hopper_workspace(p, o) + p.shape.heads() * ((p.shape.Nq + br - 1) / br) * 4;
+// ... with S = 2 fp32 dQ splits and one turn counter per (head, Q block of the CUDA kernel: 64
+// rows at d = 128, 128 at 64, split), as the CUDA version allocates.
+int64_t deterministic_workspace(const Problem& p, const CpuOptions&) {
+  const int64_t br = p.shape.d == 64 ? 128 : 64, S = dq_splits(p, 128);
+  return p.shape.lse_elems() * 4 * 2 + S * p.shape.q_elems() * 4 +
+         p.shape.heads() * ((p.shape.Nq + br - 1) / br) * S * 4;
 }
 
 }  // namespace
@@ -194,14 +223,15 @@ FLASHLAB_VARIANT(deterministic,
                      .id = "hopper-deterministic",
                      .pass = Pass::bwd,
                      .idea = "hopper's backward with dQ added in a fixed order: K block j adds "
-                             "into Q block i after blocks 0 .. j-1, taking turns on a counter "
-                             "in global memory (bitwise reproducible)",
+                             "into split j mod 2 of Q block i after the blocks before it in that "
+                             "split, taking turns on a counter in global memory; the convert "
+                             "pass sums the two splits in order (bitwise reproducible)",
                      .deterministic = true,
-                     .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator) "
-                                  "+ B*H*ceil(Nq/Br)*4 (turn counters; Br = 64 at d = 128, 128 "
-                                  "at d = 64)",
+                     .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + 2*B*H*Nq*d*4 (two fp32 dQ "
+                                  "splits) + 2*B*H*ceil(Nq/Br)*4 (turn counters; Br = 64 at "
+                                  "d = 128, 128 at d = 64)",
                      .workspace_bytes = cpu::deterministic_workspace,
                      .cpu_forward = nullptr,
                      .cpu_backward = cpu::hopper_backward<true>,
-                     .cpu_scratch_bytes = cpu::hopper_scratch_bytes,
+                     .cpu_scratch_bytes = cpu::deterministic_scratch_bytes,
                  });

@@ -37,6 +37,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <iterator>
 #include <string>
 
@@ -91,16 +92,26 @@ size_t hopper_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, 1);
 }
 
-// hopper-deterministic adds one turn counter per (head, Q block) after the accumulator.
+// hopper-deterministic: S fp32 dQ splits instead of one accumulator, and one turn counter per
+// (head, Q block, split) after them. K block j adds into split j mod S, so a chain of turns is
+// ceil(Tc / S) K blocks long instead of Tc; the convert pass sums the splits in order.
 template <int D>
 int64_t q_blocks(const Problem& p) {
   return (p.shape.Nq + hopper_bwd::BwdTraits<D>::Br - 1) / hopper_bwd::BwdTraits<D>::Br;
 }
+// Two splits (measured on the H200, bf16, 20 shapes N = 1024 ... 16384: hopper-deterministic's
+// time against hopper's at most 1.33x with one split, 1.12x with two, 1.12x with four, 1.28x with
+// eight: more splits shorten the chains but cost convert traffic and L2 room; docs/perf.md).
+int64_t dq_splits(const Problem& p) {
+  const int64_t tc = (p.shape.Nk + kOuterKBc - 1) / kOuterKBc;
+  return std::min<int64_t>(tc, 2);
+}
 int64_t turn_bytes(const Problem& p) {
-  return p.shape.heads() * (p.shape.d == 64 ? q_blocks<64>(p) : q_blocks<128>(p)) * 4;
+  return p.shape.heads() * (p.shape.d == 64 ? q_blocks<64>(p) : q_blocks<128>(p)) * dq_splits(p) *
+         4;
 }
 size_t deterministic_workspace(const Problem& p) {
-  return bwd_workspace_bytes(p, 1) + static_cast<size_t>(turn_bytes(p));
+  return bwd_workspace_bytes(p, dq_splits(p)) + static_cast<size_t>(turn_bytes(p));
 }
 
 // The rung's checks, and the backward's (32-bit row offsets inside a head).
@@ -175,14 +186,22 @@ void backward_for(const DeviceTensors& t) {
   bp.b = bwd_make_params(t);
   bp.q_blocks = static_cast<int>(q_blocks<D>(p));
   auto st = static_cast<cudaStream_t>(t.stream);
-  FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, p.shape.q_elems() * 4, st));
   if constexpr (kDeterministic) {
-    bp.dq_turn = reinterpret_cast<int*>(bp.b.dQ_accum + p.shape.q_elems());
+    // Each split's first writer of a block stores, so the splits need no zeroing; the convert
+    // pass reads split s of a row only when K block s saw it (outer-K's Br and Bc, which are
+    // this kernel's: a static_assert in bwd_params.h).
+    bp.b.dq_splits = static_cast<int>(dq_splits(p));
+    bp.dq_turn = reinterpret_cast<int*>(bp.b.dQ_accum + bp.b.dq_splits * p.shape.q_elems());
     FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
+  } else {
+    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, p.shape.q_elems() * 4, st));
   }
   launch_bwd_preprocess<T, D>(bp.b, t.stream);
   hopper_bwd::launch_bwd<T, D, kDeterministic>(bp, st);
-  launch_bwd_convert_dq<T, D>(bp.b, DqMode::atomic, 1, t.stream);
+  if constexpr (kDeterministic)
+    launch_bwd_convert_dq<T, D>(bp.b, DqMode::split, bp.b.dq_splits, t.stream);
+  else
+    launch_bwd_convert_dq<T, D>(bp.b, DqMode::atomic, 1, t.stream);
 }
 
 template <bool kDeterministic>

@@ -86,7 +86,7 @@ struct OuterKTraits {
   // d = 64 takes 128 queries a step: its dK_j, dV_j accumulators are half the size, which leaves
   // room for 32 x 64 score tiles (a quarter fewer fragment reads per mma than 32 x 32) and halves
   // the steps, barriers and prefetches per K block.
-  static constexpr int Br = kD == 64 ? 128 : 64;
+  static constexpr int Br = outer_k_br(kD);
   static constexpr int Bc = kOuterKBc;
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;

@@ -30,6 +30,11 @@ inline constexpr int kRowPad = 128;
 // needs the size (deterministic-dq's split count) reads it here, so that it does not include the
 // kernel and instantiate it a second time.
 inline constexpr int kOuterKBc = 128;
+// ... and its queries per step at head dim d; the convert pass's split mode walks the same blocks
+// (hopper-deterministic's kernel uses these sizes too, so its splits share that convert pass).
+inline constexpr int outer_k_br(int d) {
+  return d == 64 ? 128 : 64;
+}
 
 struct BwdParams {
   const void* Q;

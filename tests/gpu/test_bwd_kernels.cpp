@@ -148,10 +148,11 @@ TEST(BwdKernels, WorkspaceGrowsWithTheDqAccumulators) {
   EXPECT_EQ(ws("deterministic-dq"), rows + splits * dq);
   EXPECT_GE(splits, 1);
   EXPECT_LE(splits, 8);  // ceil(1000 / 128) = 8 K blocks
-  // hopper: atomic-dq's; hopper-deterministic adds a turn counter per (head, Q block of 128 rows).
+  // hopper: atomic-dq's; hopper-deterministic: two splits and a turn counter per (head, Q block
+  // of 128 rows, split).
   if (find_version("hopper")->cuda) {
     EXPECT_EQ(ws("hopper"), rows + dq);
-    EXPECT_EQ(ws("hopper-deterministic"), rows + dq + p.shape.heads() * 8 * 4);
+    EXPECT_EQ(ws("hopper-deterministic"), rows + 2 * dq + p.shape.heads() * 8 * 2 * 4);
   }
 }
 
