@@ -50,6 +50,28 @@ void compare(Spread& s, const Gradients& first, const Gradients& g) {
   s.dkdv_same = s.dkdv_same && same_bits(first.dK, g.dK) && same_bits(first.dV, g.dV);
 }
 
+// What the deterministic version of a pair costs beside the one whose dQ races: "det: dQ bitwise
+// identical over 20 runs, and dK, dV identical too. The price: ...". `how` says where its extra
+// workspace goes; `mem_digits` the digits of the workspace ratio.
+std::string price_note(const LabOptions& o, const Spread& det, const Spread& base, double mem_ratio,
+                       int mem_digits, double time_ratio, const char* how_en, const char* how_zh) {
+  if (zh(o))
+    return fmt::format("{} 的 {} 次运行 dQ {}，dK、dV {}。代价：工作区 {}，是 {}（{}）的 {:.{}f} 倍"
+                       "（{}）；耗时是 {} 的 {:.2f} 倍。",
+                       det.id, kRuns,
+                       det.differing == 0 ? "逐位相同" : fmt::format("有 {} 次不同", det.differing),
+                       det.dkdv_same ? "也逐位相同" : "却有不同", format_bytes(det.workspace),
+                       base.id, format_bytes(base.workspace), mem_ratio, mem_digits, how_zh,
+                       base.id, time_ratio);
+  return fmt::format(
+      "{}: dQ {} over {} runs, and dK, dV {}. The price: a workspace of {}, {:.{}f}x {}'s {} ({}), "
+      "and {:.2f}x {}'s time.",
+      det.id,
+      det.differing == 0 ? "bitwise identical" : fmt::format("differed in {} runs", det.differing),
+      kRuns, det.dkdv_same ? "identical too" : "not identical", format_bytes(det.workspace),
+      mem_ratio, mem_digits, base.id, format_bytes(base.workspace), how_en, time_ratio, base.id);
+}
+
 Spread repeat_cpu(const VersionInfo& v, const Problem& p, const Inputs& in, const Forward& fwd,
                   const CpuOptions& opt) {
   Spread s{v.id};
@@ -200,22 +222,8 @@ Report determinism(const LabOptions& o) {
                           "the order of the additions depends on scheduling, and this run's "
                           "scheduling did not interleave them differently. Nothing guarantees it.",
                           kRuns));
-  r.observations.push_back(
-      zh(o) ? fmt::format("deterministic-dq 的 {} 次运行 dQ {}，dK、dV {}。代价：工作区 {}，是 "
-                          "atomic-dq（{}）的 {:.1f} 倍"
-                          "（几份 FP32 dQ 分片）；耗时是 atomic-dq 的 {:.2f} 倍。",
-                          kRuns,
-                          d.differing == 0 ? "逐位相同" : fmt::format("有 {} 次不同", d.differing),
-                          d.dkdv_same ? "也逐位相同" : "却有不同", format_bytes(d.workspace),
-                          format_bytes(a.workspace), mem_ratio, time_ratio)
-            : fmt::format(
-                  "deterministic-dq: dQ {} over {} runs, and dK, dV {}. The price: a workspace "
-                  "of {}, {:.1f}x atomic-dq's {} (its fp32 dQ splits), and {:.2f}x "
-                  "atomic-dq's time.",
-                  d.differing == 0 ? "bitwise identical"
-                                   : fmt::format("differed in {} runs", d.differing),
-                  kRuns, d.dkdv_same ? "identical too" : "not identical", format_bytes(d.workspace),
-                  mem_ratio, format_bytes(a.workspace), time_ratio));
+  r.observations.push_back(price_note(o, d, a, mem_ratio, 1, time_ratio, "its fp32 dQ splits",
+                                     "几份 FP32 dQ 分片"));
   if (!with_hopper) {
     r.observations.push_back(hopper_pair_absent_note(o, hopper_why));
     return r;
@@ -259,24 +267,12 @@ Report determinism(const LabOptions& o) {
                             "the order of its bulk reduce-adds depends on scheduling, and nothing "
                             "guarantees it; {}.",
                             kRuns, h_dkdv_en));
-  r.observations.push_back(
-      zh(o)
-          ? fmt::format("hopper-deterministic 的 {} 次运行 dQ {}，dK、dV {}。代价：工作区 {}，是 "
-                        "hopper（{}）的 {:.2f} 倍"
-                        "（每个 (head, Q 块) 一个计数器，K 块的 worker 按 j = 0, 1, 2, … "
-                        "轮流往 dQ 上加）；耗时是 hopper 的 {:.2f} 倍。",
-                        kRuns,
-                        hd.differing == 0 ? "逐位相同" : fmt::format("有 {} 次不同", hd.differing),
-                        hd.dkdv_same ? "也逐位相同" : "却有不同", format_bytes(hd.workspace),
-                        format_bytes(ha.workspace), h_mem_ratio, h_time_ratio)
-          : fmt::format(
-                "hopper-deterministic: dQ {} over {} runs, and dK, dV {}. The price: a workspace "
-                "of {}, {:.2f}x hopper's {} (a counter per (head, Q block), so that the K-block "
-                "workers add into dQ in the order j = 0, 1, 2, ...), and {:.2f}x hopper's time.",
-                hd.differing == 0 ? "bitwise identical"
-                                  : fmt::format("differed in {} runs", hd.differing),
-                kRuns, hd.dkdv_same ? "identical too" : "not identical", format_bytes(hd.workspace),
-                h_mem_ratio, format_bytes(ha.workspace), h_time_ratio));
+  r.observations.push_back(price_note(
+      o, hd, ha, h_mem_ratio, 2, h_time_ratio,
+      "two fp32 dQ splits and a counter per (head, Q block, split), so that the K-block workers "
+      "of a split add into dQ one after another, in the order of j",
+      "两份 FP32 dQ 分片，每个 (head, Q 块, 分片) 一个计数器，同一分片的 K 块 worker 按 j "
+      "的顺序依次往 dQ 上加"));
   return r;
 }
 

@@ -18,16 +18,7 @@ LOGS="$OUT/logs"
 BUDGET=${BUDGET:-450}
 STAGES=${STAGES:-"info io plot ncu nocounters tests sass"}
 mkdir -p "$LOGS"
-export PATH="$PATH:/usr/local/cuda/bin"
-
-# libcupti and the libnvperf_* it loads, from the toolkit.
-for dir in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64 \
-  /usr/local/cuda/targets/x86_64-linux/lib; do
-  if [ -e "$dir/libcupti.so.13" ] || [ -e "$dir/libcupti.so" ]; then
-    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    break
-  fi
-done
+source scripts/cupti_env.sh
 
 SUMMARY=()
 note() { SUMMARY+=("$(printf '%-11s %s' "$1" "$2")"); }

@@ -110,21 +110,33 @@ def goals(rows, n_min=1024, n_max=16384):
     return out
 
 
+def shape_name(r):
+    return f"{r['dtype']} d={r['d']} {'causal' if r['causal'] else 'non-causal'} N={r['N']}"
+
+
+def goal_header(what, rows, n_min, n_max):
+    return [f"Hopper {what} goals over N = {n_min} … {n_max} "
+            f"({len({(r['dtype'], r['d'], r['causal'], r['N']) for r in rows})} shapes):"]
+
+
+def cudnn_line(rows, ver, pass_, floor):
+    """One version's throughput against cuDNN's over the rows: geometric mean, lowest, and how many
+    shapes fall below `floor`; None when the rows have no such version."""
+    sel = [r for r in rows if r["version"] == ver and r.get("vs_cudnn")]
+    if not sel:
+        return None
+    worst = min(sel, key=lambda r: r["vs_cudnn"])
+    below = [r for r in sel if r["vs_cudnn"] < floor]
+    return (f"- {ver} {pass_} / cuDNN {pass_}: geometric mean "
+            f"{geomean([r['vs_cudnn'] for r in sel]):.2f}×, lowest {worst['vs_cudnn']:.2f}× "
+            f"({shape_name(worst)}), {len(below)} of {len(sel)} shapes below {floor}×")
+
+
 def hopper_goals(rows, n_min=1024, n_max=16384):
     """The Hopper rung's forward goals: against cuDNN's forward over N = n_min ... n_max."""
     rows = [r for r in rows if n_min <= r["N"] <= n_max and r["pass"] == "fwd"]
-    out = [f"Hopper forward goals over N = {n_min} … {n_max} "
-           f"({len({(r['dtype'], r['d'], r['causal'], r['N']) for r in rows})} shapes):"]
-    for ver in ("hopper", "tiled"):
-        sel = [r for r in rows if r["version"] == ver and r.get("vs_cudnn")]
-        if not sel:
-            continue
-        worst = min(sel, key=lambda r: r["vs_cudnn"])
-        below = [r for r in sel if r["vs_cudnn"] < 0.9]
-        out.append(f"- {ver} fwd / cuDNN fwd: geometric mean {geomean([r['vs_cudnn'] for r in sel]):.2f}×, "
-                   f"lowest {worst['vs_cudnn']:.2f}× ({worst['dtype']} d={worst['d']} "
-                   f"{'causal' if worst['causal'] else 'non-causal'} N={worst['N']}), "
-                   f"{len(below)} of {len(sel)} shapes below 0.9×")
+    out = goal_header("forward", rows, n_min, n_max)
+    out += [x for x in (cudnn_line(rows, v, "fwd", 0.9) for v in ("hopper", "tiled")) if x]
     big = [r for r in rows if r["version"] == "hopper" and r["dtype"] == "bf16" and r["d"] == 128
            and not r["causal"] and r["N"] >= 4096]
     if big:
@@ -138,18 +150,8 @@ def hopper_bwd_goals(rows, n_min=1024, n_max=16384):
     """The Hopper backward's goals: against cuDNN's backward over N = n_min ... n_max, and the
     deterministic twin's time against hopper's."""
     rows = [r for r in rows if n_min <= r["N"] <= n_max and r["pass"] == "bwd"]
-    out = [f"Hopper backward goals over N = {n_min} … {n_max} "
-           f"({len({(r['dtype'], r['d'], r['causal'], r['N']) for r in rows})} shapes):"]
-    name = lambda r: f"{r['dtype']} d={r['d']} {'causal' if r['causal'] else 'non-causal'} N={r['N']}"
-    for ver in ("hopper", "hopper-deterministic"):
-        sel = [r for r in rows if r["version"] == ver and r.get("vs_cudnn")]
-        if not sel:
-            continue
-        worst = min(sel, key=lambda r: r["vs_cudnn"])
-        below = [r for r in sel if r["vs_cudnn"] < 0.85]
-        out.append(f"- {ver} bwd / cuDNN bwd: geometric mean {geomean([r['vs_cudnn'] for r in sel]):.2f}×, "
-                   f"lowest {worst['vs_cudnn']:.2f}× ({name(worst)}), "
-                   f"{len(below)} of {len(sel)} shapes below 0.85×")
+    out = goal_header("backward", rows, n_min, n_max)
+    out += [x for x in (cudnn_line(rows, v, "bwd", 0.85) for v in ("hopper", "hopper-deterministic")) if x]
     by = {(r["version"], r["dtype"], r["d"], r["causal"], r["N"]): r for r in rows}
     ratios = []
     for (v, *shape), r in by.items():
@@ -159,7 +161,7 @@ def hopper_bwd_goals(rows, n_min=1024, n_max=16384):
     if ratios:
         worst, r = max(ratios, key=lambda x: x[0])
         over = sum(x > 1.15 for x, _ in ratios)
-        out.append(f"- hopper-deterministic time / hopper time: at most {worst:.2f}× ({name(r)}), "
+        out.append(f"- hopper-deterministic time / hopper time: at most {worst:.2f}× ({shape_name(r)}), "
                    f"geometric mean {geomean([x for x, _ in ratios]):.2f}×, {over} of {len(ratios)} "
                    f"shapes above 1.15×")
     return out

@@ -15,14 +15,7 @@ cd "$(dirname "$0")/.."
 BIN=${FLASHLAB_BIN_DIR:-build/device-bin}
 OUT=${OUT:-out/l2_clean}
 mkdir -p "$OUT"
-export PATH="$PATH:/usr/local/cuda/bin"
-for dir in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64 \
-  /usr/local/cuda/targets/x86_64-linux/lib; do
-  if [ -e "$dir/libcupti.so.13" ] || [ -e "$dir/libcupti.so" ]; then
-    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    break
-  fi
-done
+source scripts/cupti_env.sh
 
 timeout 75 "$BIN/flashlab_gpu_tests" --gtest_color=no --gtest_also_run_disabled_tests \
   --gtest_filter='CountersExperiment.*' >"$OUT/cupti_modes.log" 2>&1

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "common/bwd_params.h"
+#include "schedule.h"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
@@ -30,8 +31,8 @@ struct BwdParams {
 template <int D>
 struct BwdTraits {
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
-  static constexpr int Bc = 128;
-  static constexpr int Br = D == 64 ? 128 : 64;
+  static constexpr int Bc = ::flashlab::FLASHLAB_FOLDER::kBwdBc;
+  static constexpr int Br = ::flashlab::FLASHLAB_FOLDER::bwd_br(D);
   static constexpr int kStages = 2;
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);

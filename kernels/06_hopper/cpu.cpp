@@ -40,6 +40,8 @@ namespace flashlab::cpu {
 
 namespace {
 
+namespace plan = ::flashlab::FLASHLAB_FOLDER;  // schedule.h: what the twin shares with the kernel
+
 template <class T>
 void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
                 Counters& cnt) {
@@ -64,10 +66,9 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t h = 0; h < s.heads(); ++h)
       for (int64_t i = 0; i < qb.count(); ++i) {
-        const ::flashlab::FLASHLAB_FOLDER::BlockSchedule sc =
-            ::flashlab::FLASHLAB_FOLDER::block_schedule(
-                o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
-                static_cast<int>(p.causal_offset()), static_cast<int>(i));
+        const plan::BlockSchedule sc = plan::block_schedule(
+            o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
+            static_cast<int>(p.causal_offset()), static_cast<int>(i));
         const int64_t r0 = qb.begin(i), rows = qb.size(i);
         total.tiles_computed += sc.n_kv;
         total.tiles_skipped += kb.count() - sc.n_kv;
@@ -102,12 +103,6 @@ void hopper_forward(const Problem& p, const Inputs& in, const CpuOptions& o, For
   with_compute_type(p.dtype, [&](auto zero) { hopper_fwd<decltype(zero)>(p, in, o, out, cnt); });
 }
 
-// The number of dQ splits hopper-deterministic's kernel uses: two (one when there is a single K
-// block); the workspace formula and the twin use the same.
-int64_t dq_splits(const Problem& p, int64_t Bc) {
-  return std::min<int64_t>((p.shape.Nk + Bc - 1) / Bc, 2);
-}
-
 // A dQ policy that adds in turns, into S splits: worker (h, j) owns split s = j mod S, waits until
 // the counter of (h, Q block i, s) says j / S, stores (the split's first writer) or adds its
 // partial, and passes the turn on. The Q blocks a K block visits are a suffix of the head's (the
@@ -117,8 +112,8 @@ int64_t dq_splits(const Problem& p, int64_t Bc) {
 template <class T>
 struct TurnDQ {
   static constexpr bool computes_dq = true;
-  static constexpr bool q_down = true;  // as the kernel: every worker reaches block i together
-  std::vector<T>& accum;                 // [S][heads * Nq * d]
+  static constexpr bool q_down = true;      // as the kernel: every worker reaches block i together
+  std::vector<T>& accum;                    // [S][heads * Nq * d]
   std::vector<std::atomic<int64_t>>& turn;  // [heads][Q blocks][S]
   int64_t Nq, d, Br, q_blocks, S, split_stride;
   void count(Counters& c, int64_t rows, int64_t dd) const {
@@ -142,7 +137,8 @@ void hopper_bwd(const Problem& p, const Inputs& in, const Forward& fwd, const Cp
   prepare_gradients(p, o.dry_run, g);
   const std::vector<T> D = preprocess_D<T>(p, in, fwd, o, cnt);
   if constexpr (kTurns) {
-    const int64_t q_blocks = (s.Nq + o.Br - 1) / o.Br, S = dq_splits(p, o.Bc);
+    const int64_t q_blocks = (s.Nq + o.Br - 1) / o.Br,
+                  S = plan::deterministic_dq_splits(s.Nk, o.Bc);
     std::vector<T> accum(o.dry_run ? 0 : static_cast<size_t>(S * s.q_elems()), T(0));
     std::vector<std::atomic<int64_t>> turn(
         static_cast<size_t>(o.dry_run ? 0 : s.heads() * q_blocks * S));
@@ -183,9 +179,9 @@ int64_t hopper_scratch_bytes(const Problem& p, const CpuOptions& o) {
                   outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems());
 }
 int64_t deterministic_scratch_bytes(const Problem& p, const CpuOptions& o) {
-  return outer_k_scratch_bytes(p, o) +
-         compute_bytes(p.dtype) * dq_splits(p, o.Bc) * p.shape.q_elems() +
-         8 * p.shape.heads() * ((p.shape.Nq + o.Br - 1) / o.Br) * dq_splits(p, o.Bc);
+  const int64_t S = plan::deterministic_dq_splits(p.shape.Nk, o.Bc);
+  return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * S * p.shape.q_elems() +
+         8 * p.shape.heads() * ((p.shape.Nq + o.Br - 1) / o.Br) * S;
 }
 
 // The backward's: D and LSE*log2e, one fp32 dQ accumulator (the forward needs none).
@@ -195,7 +191,8 @@ int64_t hopper_workspace(const Problem& p, const CpuOptions&) {
 // ... with S = 2 fp32 dQ splits and one turn counter per (head, Q block of the CUDA kernel: 64
 // rows at d = 128, 128 at 64, split), as the CUDA version allocates.
 int64_t deterministic_workspace(const Problem& p, const CpuOptions&) {
-  const int64_t br = p.shape.d == 64 ? 128 : 64, S = dq_splits(p, 128);
+  const int64_t br = plan::bwd_br(static_cast<int>(p.shape.d)),
+                S = plan::deterministic_dq_splits(p.shape.Nk, plan::kBwdBc);
   return p.shape.lse_elems() * 4 * 2 + S * p.shape.q_elems() * 4 +
          p.shape.heads() * ((p.shape.Nq + br - 1) / br) * S * 4;
 }

@@ -37,7 +37,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <iterator>
 #include <string>
 
@@ -92,23 +91,15 @@ size_t hopper_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, 1);
 }
 
-// hopper-deterministic: S fp32 dQ splits instead of one accumulator, and one turn counter per
-// (head, Q block, split) after them. K block j adds into split j mod S, so a chain of turns is
-// ceil(Tc / S) K blocks long instead of Tc; the convert pass sums the splits in order.
-template <int D>
-int64_t q_blocks(const Problem& p) {
-  return (p.shape.Nq + hopper_bwd::BwdTraits<D>::Br - 1) / hopper_bwd::BwdTraits<D>::Br;
-}
-// Two splits (measured on the H200, bf16, 20 shapes N = 1024 ... 16384: hopper-deterministic's
-// time against hopper's at most 1.33x with one split, 1.12x with two, 1.12x with four, 1.28x with
-// eight: more splits shorten the chains but cost convert traffic and L2 room; docs/perf.md).
+// hopper-deterministic: S fp32 dQ splits instead of one accumulator (schedule.h), and one turn
+// counter per (head, Q block, split) after them. K block j adds into split j mod S, so a chain of
+// turns is ceil(Tc / S) K blocks long instead of Tc; the convert pass sums the splits in order.
 int64_t dq_splits(const Problem& p) {
-  const int64_t tc = (p.shape.Nk + kOuterKBc - 1) / kOuterKBc;
-  return std::min<int64_t>(tc, 2);
+  return plan::deterministic_dq_splits(p.shape.Nk, plan::kBwdBc);
 }
 int64_t turn_bytes(const Problem& p) {
-  return p.shape.heads() * (p.shape.d == 64 ? q_blocks<64>(p) : q_blocks<128>(p)) * dq_splits(p) *
-         4;
+  const int br = plan::bwd_br(static_cast<int>(p.shape.d));
+  return p.shape.heads() * ((p.shape.Nq + br - 1) / br) * dq_splits(p) * 4;
 }
 size_t deterministic_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, dq_splits(p)) + static_cast<size_t>(turn_bytes(p));
@@ -184,7 +175,7 @@ void backward_for(const DeviceTensors& t) {
   bp.dk_map = sm90::tensor_map_3d(t.dK, e, D, Nk, heads, 64);  // one consumer warpgroup's keys
   bp.dv_map = sm90::tensor_map_3d(t.dV, e, D, Nk, heads, 64);
   bp.b = bwd_make_params(t);
-  bp.q_blocks = static_cast<int>(q_blocks<D>(p));
+  bp.q_blocks = static_cast<int>((Nq + Tr::Br - 1) / Tr::Br);
   auto st = static_cast<cudaStream_t>(t.stream);
   if constexpr (kDeterministic) {
     // Each split's first writer of a block stores, so the splits need no zeroing; the convert

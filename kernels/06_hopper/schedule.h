@@ -8,6 +8,8 @@
 // that cross the diagonal) come first, so the long tail of the loop runs with no mask code at all.
 #pragma once
 
+#include <cstdint>
+
 #if defined(__CUDACC__)
 #define FLASHLAB_HD __host__ __device__
 #else
@@ -46,6 +48,18 @@ FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool causal, int
   s.n_kv = n_kv;
   s.n_masked = n_kv - (unmasked < n_kv ? unmasked : n_kv);
   return s;
+}
+
+// The backward's blocks (bwd_params.h's BwdTraits): Bc = 128 keys, Br = 64 queries per step at
+// d = 128 and 128 at d = 64; and hopper-deterministic's number of fp32 dQ splits: two, one when
+// there is a single K block (docs/perf.md, hopper backward step 3). The CUDA side allocates by
+// them and the registry entry's workspace formula counts by them.
+constexpr int kBwdBc = 128;
+constexpr int bwd_br(int d) {
+  return d == 64 ? 128 : 64;
+}
+constexpr int64_t deterministic_dq_splits(int64_t Nk, int64_t Bc) {
+  return (Nk + Bc - 1) / Bc < 2 ? (Nk + Bc - 1) / Bc : 2;
 }
 
 }  // namespace flashlab::FLASHLAB_FOLDER
