@@ -25,7 +25,9 @@ inline constexpr AblationLine kAblation[] = {
      "O stored from registers instead of through shared memory by a bulk tensor store"},
     {"no-heavy-first", "6b",
      "causal Q blocks started in index order instead of the heaviest first"},
-    {"no-persistent", "6c", "one block per tile instead of one block per SM walking many tiles"},
+    {"no-persistent", "6c",
+     "one block per tile instead of one block per SM walking many tiles (causal: the next tile "
+     "from a counter)"},
 };
 
 }  // namespace flashlab::FLASHLAB_FOLDER

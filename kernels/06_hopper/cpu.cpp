@@ -184,9 +184,9 @@ int64_t deterministic_scratch_bytes(const Problem& p, const CpuOptions& o) {
          8 * p.shape.heads() * ((p.shape.Nq + o.Br - 1) / o.Br) * S;
 }
 
-// The backward's: D and LSE*log2e, one fp32 dQ accumulator (the forward needs none).
+// The backward's: D and LSE*log2e, one fp32 dQ accumulator; the forward's: one tile counter.
 int64_t hopper_workspace(const Problem& p, const CpuOptions&) {
-  return p.shape.lse_elems() * 4 * 2 + p.shape.q_elems() * 4;
+  return p.shape.lse_elems() * 4 * 2 + p.shape.q_elems() * 4 + 4;
 }
 // ... with S = 2 fp32 dQ splits and one turn counter per (head, Q block of the CUDA kernel: 64
 // rows at d = 128, 128 at 64, split), as the CUDA version allocates.
@@ -208,7 +208,8 @@ FLASHLAB_VERSION({
             "producer warpgroup, asynchronous warpgroup products (wgmma), consumer warpgroups in "
             "pingpong so softmax overlaps the products; dQ by bulk reduce-add (sm_90a only)",
     .deterministic = false,
-    .workspace = "backward: 2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator)",
+    .workspace = "backward: 2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator); "
+                 "forward: 4 (the counter of the causal tile order)",
     .workspace_bytes = cpu::hopper_workspace,
     .cpu_forward = cpu::hopper_forward,
     .cpu_backward = cpu::hopper_backward<false>,

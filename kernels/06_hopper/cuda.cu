@@ -86,9 +86,13 @@ std::string hopper_check(const Problem& p) {
 }
 
 // The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
-// accumulator: common/bwd_params.h); the forward needs none.
-size_t hopper_workspace(const Problem& p) {
+// accumulator: common/bwd_params.h), and after it the forward's tile counter (the dynamic order
+// of causal tiles: fwd_schedule.cuh).
+size_t tile_counter_offset(const Problem& p) {
   return bwd_workspace_bytes(p, 1);
+}
+size_t hopper_workspace(const Problem& p) {
+  return tile_counter_offset(p) + sizeof(int);
 }
 
 // hopper-deterministic: S fp32 dQ splits instead of one accumulator (schedule.h), and one turn
@@ -137,6 +141,8 @@ FwdParams forward_params(const DeviceTensors& t) {
   fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
   fp.q_blocks = static_cast<int>((Nq + Tr::Br - 1) / Tr::Br);
   fp.tiles = static_cast<int>(fp.q_blocks * heads);
+  fp.tile_counter =
+      reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + tile_counter_offset(p));
   return fp;
 }
 

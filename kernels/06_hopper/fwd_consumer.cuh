@@ -61,7 +61,9 @@ struct Consumer {
     if (kIdeas.pingpong && wg == W - 1) sm90::named_arrive(kTurnBarrier + 0, 256);
     int q_count = 0;
     g0 = 0;
-    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+    for (int n = 0;; ++n) {
+      const int tile = block_tile<kDynamicOrder<Tr, kIdeaBits>>(p, sm, n, false);
+      if (tile >= p.tiles) break;
       const Tile tl = tile_of<kIdeas.heavy_first>(p, tile);
       head = tl.head;
       sc = block_schedule<Br, Bc, kCausal>(p, tl.q_block);

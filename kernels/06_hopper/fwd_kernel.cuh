@@ -48,6 +48,10 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
       sm90::mbar_init(sm.k_empty + s, 128 * W);
       sm90::mbar_init(sm.v_empty + s, 128 * W);
     }
+    for (int s = 0; s < 2; ++s) {  // the dynamic order's ring of announced tiles
+      sm90::mbar_init(sm.tile_full + s, 1);
+      sm90::mbar_init(sm.tile_empty + s, 128 * W + (kIdeas.tma ? 0 : 127));
+    }
     sm90::mbar_fence_init();
     if constexpr (kIdeas.tma) {
       sm90::tma_prefetch_map(&p.q_map);
@@ -64,8 +68,11 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
       sm90::setmaxnreg_dec<kProducerRegs<kIdeaBits>>();
       if (kIdeas.tma && t != 0) return;  // one thread issues every bulk copy
       const L loader{p, sm, t};
+      constexpr bool kDynamic = kDynamicOrder<Tr, kIdeaBits>;
       int q_count = 0, g = 0;
-      for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+      for (int n = 0;; ++n) {
+        const int tile = block_tile<kDynamic>(p, sm, n, t == 0);
+        if (tile >= p.tiles) break;
         const Tile tl = tile_of<kIdeas.heavy_first>(p, tile);
         const BlockSchedule sc = block_schedule<Tr::Br, Tr::Bc, kCausal>(p, tl.q_block);
         if (sc.n_kv == 0) continue;
@@ -104,10 +111,9 @@ void launch_fwd(const FwdParams& p, cudaStream_t stream) {
     return true;
   }();
   (void)smem_raised;
-  // Without a producer the refills are written for one tile per block.
-  constexpr bool kPersistent =
-      ideas_of(kIdeas).persistent && ideas_of(kIdeas).warp_specialized && Tr::kPersistent;
-  const int blocks = kPersistent ? std::min(p.tiles, device_sms()) : p.tiles;
+  const int blocks = kPersistentGrid<Tr, kIdeas> ? std::min(p.tiles, device_sms()) : p.tiles;
+  if constexpr (kDynamicOrder<Tr, kIdeas>)  // the counter hands out tiles blocks, blocks + 1, ...
+    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream));
   kernel<<<blocks, kThreads<Tr, kIdeas>, kSmem, stream>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }

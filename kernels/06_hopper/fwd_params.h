@@ -22,19 +22,22 @@ struct FwdParams {
   float scale_log2;   // softmax scale * log2(e)
   int q_blocks;       // ceil(Nq / Br): tiles per head
   int tiles;          // q_blocks * B * H: the (head, Q block) tiles of the problem
+  int* tile_counter;  // the dynamic tile order's counter (in the workspace), zeroed before launch
 };
 
 // Block shape per head dim and mask. Br query rows per block, 64 per consumer warpgroup; Bc keys
-// per K/V tile; kStages tiles of K and of V in flight; kPersistent: one block per SM walking
-// many tiles in a fixed order, or one block per tile, started by the hardware as SMs free up.
-// The choices are measured (docs/perf.md, Hopper forward steps):
+// per K/V tile; kStages tiles of K and of V in flight. Every block shape is persistent (one block
+// per SM walking many tiles, so that one tile's epilogue overlaps the next one's loads); kDynamic:
+// the tiles after a block's first are taken from a counter in global memory in index order, not
+// in a fixed stride. The choices are measured (docs/perf.md, Hopper forward steps):
 //   - d = 64: three consumer warpgroups (192 rows), so that two of them do their softmax while
 //     the third has the tensor cores: at d = 64 the exponentials take about as long as the
 //     products (+14 % at N = 4096 causal, +20 % at N = 16384 non-causal, against two).
-//   - causal tiles differ in length (the diagonal), so a fixed order lets the blocks drift apart
+//   - causal tiles differ in length (the diagonal), so blocks walking a fixed stride drift apart
 //     over many heads and their K, V no longer fit in L2 (d = 128, N = 16384: 432 against 686
-//     TFLOP/s); the hardware's order keeps the blocks in flight on neighbouring tiles.
-//     Non-causal tiles are all alike: persistent.
+//     TFLOP/s for one block per tile); taking the next tile from a counter keeps the blocks in
+//     flight on neighbouring tiles, as the hardware's order of one block per tile does.
+//     Non-causal tiles are all alike: a fixed stride.
 template <int D, bool kCausal>
 struct FwdTraits;
 
@@ -42,14 +45,14 @@ template <bool kCausal>
 struct FwdTraits<64, kCausal> {
   static constexpr int Br = 192, Bc = 128, kStages = 2;
   static constexpr int kConsumers = Br / 64;
-  static constexpr bool kPersistent = !kCausal;
+  static constexpr bool kDynamic = kCausal;
 };
 
 template <bool kCausal>
 struct FwdTraits<128, kCausal> {
   static constexpr int Br = 128, Bc = 128, kStages = 2;
   static constexpr int kConsumers = Br / 64;
-  static constexpr bool kPersistent = !kCausal;
+  static constexpr bool kDynamic = kCausal;
 };
 
 // The Hopper ideas of this rung, each a compile-time switch (the ablation turns one off at a
@@ -70,7 +73,7 @@ struct FwdIdeas {
   // 6b. Causal: the Q blocks with the most keys start first.
   bool heavy_first = true;
   // 6c. One block per SM walks many tiles, so one tile's epilogue overlaps the next one's loads
-  //     (off: one block per tile). Where the traits say so: non-causal.
+  //     (off: one block per tile); causal: in the order of a tile counter (the traits' kDynamic).
   bool persistent = true;
 };
 

@@ -3,21 +3,29 @@
 // twin).
 //
 // Tiles: (head, Q block) pairs numbered head-major, the Q blocks of a head from the last (the
-// most keys under the causal mask) to the first when heavy_first. Block b takes tiles b,
-// b + gridDim.x, b + 2 gridDim.x, ...: one tile when the grid has a block per tile, many when the
-// kernel is persistent (a block per SM). Neighbouring blocks work on the same head at the same
-// time, so its K and V are read from HBM about once and then served by L2.
+// most keys under the causal mask) to the first when heavy_first. Block b takes tile b first.
+// Then, when the grid has a block per tile, nothing more; when the kernel is persistent (a block
+// per SM), non-causal: b + gridDim.x, b + 2 gridDim.x, ...; causal (dynamic order): the next
+// unclaimed tile, from a counter in global memory. The producer takes it (atomicAdd) and
+// announces it to the block's other threads through a two-slot ring in shared memory. Either
+// way neighbouring blocks work on the same head at the same time, so its K and V are read from
+// HBM about once and then served by L2; under the causal mask, whose tiles differ in length, only
+// the counter keeps it so (a fixed stride lets the blocks drift apart), and no block idles while
+// tiles remain.
 //
 // Shared memory (every tile 1024-byte aligned, as the 128-byte swizzle requires):
 //   Q     [D/64][Br][64]              loaded once per tile; consumer warpgroup w reads rows 64w..
 //   O     [D/64][Br][64]              each warpgroup's O rows on their way out by bulk store
 //   K     [kStages][D/64][Bc][64]     ring of K tiles (the ring runs on across the block's tiles)
 //   V     [kStages][D/64][Bc][64]     ring of V tiles
-//   bars  q_full, q_empty, k_full[s], k_empty[s], v_full[s], v_empty[s]
+//   bars  q_full, q_empty, k_full[s], k_empty[s], v_full[s], v_empty[s], tile_full[2],
+//         tile_empty[2]
+//   tile_slot[2]                       the announced tiles (dynamic order)
 #pragma once
 
 #include <cstdint>
 
+#include "common/sm90_sync.cuh"
 #include "fwd_params.h"
 #include "schedule.h"
 
@@ -58,7 +66,8 @@ struct SmemLayout {
   static constexpr int kK = kO + kQBytes;
   static constexpr int kV = kK + Tr::kStages * kTileBytes;
   static constexpr int kBars = kV + Tr::kStages * kTileBytes;
-  static constexpr int kBytes = kBars + (2 + 4 * Tr::kStages) * 8;
+  static constexpr int kSlots = kBars + (2 + 4 * Tr::kStages + 4) * 8;
+  static constexpr int kBytes = kSlots + 2 * 4;
   static constexpr int kLaunchBytes = kBytes + 1024;  // room to align the base to 1024 bytes
   static_assert(kQBytes % 1024 == 0 && kTileBytes % 1024 == 0, "1024-byte tiles");
   static_assert(kLaunchBytes <= 227 * 1024, "more shared memory than a block can have");
@@ -78,6 +87,9 @@ struct Smem {
   uint64_t* k_empty;
   uint64_t* v_full;
   uint64_t* v_empty;
+  uint64_t* tile_full;   // [2]: slot s holds an announced tile
+  uint64_t* tile_empty;  // [2]: every reader has taken slot s's tile
+  int* tile_slot;        // [2]
 
   __device__ explicit Smem(unsigned char* raw) {
     const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
@@ -93,7 +105,53 @@ struct Smem {
     k_empty = k_full + S;
     v_full = k_empty + S;
     v_empty = v_full + S;
+    tile_full = v_empty + S;
+    tile_empty = tile_full + 2;
+    tile_slot = reinterpret_cast<int*>(base + L::kSlots);
+  }
+
+  // The dynamic order's ring of announced tiles: the block's n-th tile goes through slot n % 2,
+  // whose barriers complete a phase per lap (parity (n / 2) % 2). The announcing thread waits
+  // until every reader has taken the tile the slot held before; its arrival releases the store,
+  // so a reader that has waited sees it. Arrivals: tile_full 1, tile_empty one per reader.
+  __device__ void announce_tile(int n, int tile) const {
+    sm90::mbar_wait(tile_empty + n % 2, ((n / 2) & 1) ^ 1);
+    tile_slot[n % 2] = tile;
+    sm90::mbar_arrive(tile_full + n % 2);
+  }
+  __device__ int take_announced_tile(int n) const {
+    sm90::mbar_wait(tile_full + n % 2, (n / 2) & 1);
+    const int tile = tile_slot[n % 2];
+    sm90::mbar_arrive(tile_empty + n % 2);
+    return tile;
   }
 };
+
+// How a launch hands out its tiles: a persistent grid (a block per SM) needs the producer
+// warpgroup (without it the refills are written for one tile per block); the dynamic order is the
+// traits' choice (causal) on a persistent grid, and needs the bulk copy engine: the cp.async
+// producer's 128 threads, at 40 registers, spill when they take their tiles from the ring too, so
+// that variant of the ablation runs causal tiles one block each.
+template <class Tr, unsigned kIdeaBits>
+constexpr bool kPersistentGrid = ideas_of(kIdeaBits).persistent &&
+                                 ideas_of(kIdeaBits).warp_specialized &&
+                                 (ideas_of(kIdeaBits).tma || !Tr::kDynamic);
+template <class Tr, unsigned kIdeaBits>
+constexpr bool kDynamicOrder = kPersistentGrid<Tr, kIdeaBits> && Tr::kDynamic;
+
+// The block's n-th tile (p.tiles or more: the block is done). Every thread of the block walks
+// the same sequence: in the dynamic order one thread of the producer (`announcer`) claims each
+// tile after the first and announces it, every other thread takes it from the ring.
+template <bool kDynamic, class SmemT>
+__device__ int block_tile(const FwdParams& p, const SmemT& sm, int n, bool announcer) {
+  if constexpr (!kDynamic) {
+    return blockIdx.x + n * gridDim.x;
+  } else {
+    if (!announcer) return sm.take_announced_tile(n);
+    const int tile = n == 0 ? blockIdx.x : gridDim.x + atomicAdd(p.tile_counter, 1);
+    sm.announce_tile(n, tile);
+    return tile;
+  }
+}
 
 }  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd

@@ -1,5 +1,6 @@
 // Every CUDA version in the registry against the fp64 reference, over the matrix
-// fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097} plus Nq != Nk shapes.
+// fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097} plus Nq != Nk shapes
+// (one of them with more tiles than the GPU has SMs).
 //
 // The list of versions comes from the registry: a version is tested on every pass its CUDA entry
 // implements, so a new rung is covered as soon as its entry has a forward or a backward. A
@@ -38,6 +39,10 @@ std::vector<Case> all_cases() {
       {1000, 17, 1, 2},
       {1, 4097, 1, 1},
       {4097, 1000, 1, 1},
+      // More tiles than an H200 has SMs (150 heads): a persistent kernel's blocks walk several
+      // tiles each, in a fixed stride or (causal) in the order of a tile counter, and under the
+      // causal mask the first Q block of each head sees no key.
+      {400, 150, 1, 150},
   });
 }
 
