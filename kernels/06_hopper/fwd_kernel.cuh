@@ -48,9 +48,9 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
       sm90::mbar_init(sm.k_empty + s, 128 * W);
       sm90::mbar_init(sm.v_empty + s, 128 * W);
     }
-    for (int s = 0; s < 2; ++s) {  // the dynamic order's ring of announced tiles
+    for (int s = 0; s < 2; ++s) {  // the dynamic order's ring: one announcer, the consumers read
       sm90::mbar_init(sm.tile_full + s, 1);
-      sm90::mbar_init(sm.tile_empty + s, 128 * W + (kIdeas.tma ? 0 : 127));
+      sm90::mbar_init(sm.tile_empty + s, 128 * W);
     }
     sm90::mbar_fence_init();
     if constexpr (kIdeas.tma) {
