@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "all_labs.h"
 #include "core/rng.h"
@@ -53,6 +55,23 @@ void compare(Spread& s, const Gradients& first, const Gradients& g) {
 // What the deterministic version of a pair costs beside the one whose dQ races: "det: dQ bitwise
 // identical over 20 runs, and dK, dV identical too. The price: ...". `how` says where its extra
 // workspace goes; `mem_digits` the digits of the workspace ratio.
+// The figures of one pair, a version whose dQ adds race (`racing`) and its deterministic twin
+// (`fixed`): how many runs differed, the racing one's largest difference, and the twin's price
+// (time and workspace, as ratios to the racing one's, named `ratios` + "time_ratio" and
+// + "workspace_ratio"). Returns the two ratios.
+std::pair<double, double> pair_figures(Report& r, const Spread& racing, const Spread& fixed,
+                                       const std::string& racing_id, const std::string& fixed_id,
+                                       const std::string& ratios) {
+  const double time = fixed.median_s / racing.median_s;
+  const double mem = racing.workspace > 0 ? double(fixed.workspace) / racing.workspace : 0.0;
+  r.figures[racing_id + "_runs_differing"] = {{"value", racing.differing}, {"unit", "runs"}};
+  r.figures[fixed_id + "_runs_differing"] = {{"value", fixed.differing}, {"unit", "runs"}};
+  r.figures[racing_id + "_max_diff"] = {{"value", racing.max_diff}, {"unit", ""}};
+  r.figures[ratios + "time_ratio"] = {{"value", time}, {"unit", "ratio"}};
+  r.figures[ratios + "workspace_ratio"] = {{"value", mem}, {"unit", "ratio"}};
+  return {time, mem};
+}
+
 std::string price_note(const LabOptions& o, const Spread& det, const Spread& base, double mem_ratio,
                        int mem_digits, double time_ratio, const char* how_en, const char* how_zh) {
   if (zh(o))
@@ -189,13 +208,7 @@ Report determinism(const LabOptions& o) {
 
   const Spread& a = spreads[0];
   const Spread& d = spreads[1];
-  const double time_ratio = d.median_s / a.median_s;
-  const double mem_ratio = a.workspace > 0 ? double(d.workspace) / a.workspace : 0.0;
-  r.figures["atomic_runs_differing"] = {{"value", a.differing}, {"unit", "runs"}};
-  r.figures["deterministic_runs_differing"] = {{"value", d.differing}, {"unit", "runs"}};
-  r.figures["atomic_max_diff"] = {{"value", a.max_diff}, {"unit", ""}};
-  r.figures["time_ratio"] = {{"value", time_ratio}, {"unit", "ratio"}};
-  r.figures["workspace_ratio"] = {{"value", mem_ratio}, {"unit", "ratio"}};
+  const auto [time_ratio, mem_ratio] = pair_figures(r, a, d, "atomic", "deterministic", "");
   r.ok = d.differing == 0 && d.dkdv_same;
 
   if (a.differing > 0)
@@ -230,13 +243,8 @@ Report determinism(const LabOptions& o) {
   }
   const Spread& ha = spreads[2];
   const Spread& hd = spreads[3];
-  const double h_time_ratio = hd.median_s / ha.median_s;
-  const double h_mem_ratio = ha.workspace > 0 ? double(hd.workspace) / ha.workspace : 0.0;
-  r.figures["hopper_runs_differing"] = {{"value", ha.differing}, {"unit", "runs"}};
-  r.figures["hopper_deterministic_runs_differing"] = {{"value", hd.differing}, {"unit", "runs"}};
-  r.figures["hopper_max_diff"] = {{"value", ha.max_diff}, {"unit", ""}};
-  r.figures["hopper_time_ratio"] = {{"value", h_time_ratio}, {"unit", "ratio"}};
-  r.figures["hopper_workspace_ratio"] = {{"value", h_mem_ratio}, {"unit", "ratio"}};
+  const auto [h_time_ratio, h_mem_ratio] =
+      pair_figures(r, ha, hd, "hopper", "hopper_deterministic", "hopper_");
   r.ok = r.ok && hd.differing == 0 && hd.dkdv_same;
 
   const std::string h_dkdv_en = ha.dkdv_same ? "dK and dV were bitwise identical in every run, as "
