@@ -2,7 +2,8 @@
 // (online softmax over K/V blocks); what the twin shows is the CUDA kernel's schedule, taken
 // from the same function (schedule.h): per Q block, the K/V blocks from the diagonal down, the
 // ones that need a mask (ragged last block, blocks crossing the diagonal) first, then the rest
-// with no mask at all.
+// with no mask at all. Under the causal mask the Q blocks end at the last row, so the ragged block
+// is each head's first (schedule.h); the twin computes its real rows only.
 //
 //   for each (head, Q block i):                    one CTA: 2 consumer warpgroups of 64 rows
 //     for it in 0 .. n_kv - 1:   j = n_kv - 1 - it  K_j, V_j arrive by the copy engine
@@ -69,7 +70,7 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
         const plan::BlockSchedule sc = plan::block_schedule(
             o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
             static_cast<int>(p.causal_offset()), static_cast<int>(i));
-        const int64_t r0 = qb.begin(i), rows = qb.size(i);
+        const int64_t r0 = std::max(sc.q0, 0), rows = sc.q_end - r0;  // the block's real rows
         total.tiles_computed += sc.n_kv;
         total.tiles_skipped += kb.count() - sc.n_kv;
         total.elems_read += rows * d;  // Q_i

@@ -36,6 +36,8 @@ struct Consumer {
   static constexpr int NS = Bc / 2;         // S accumulators per thread (64 x Bc over 128 threads)
   static constexpr int NO = D / 2;          // O accumulators per thread
   static constexpr int NP = Bc / 4;         // P as packed pairs: the A operand of P V
+  // Turns on the tensor cores where the block shape gains by them (the traits' kPingpong).
+  static constexpr bool kPingpong = kIdeas.pingpong && Tr::kPingpong;
   static_assert(Br == 64 * W && W >= 2 && W <= 4, "two to four consumer warpgroups of 64 rows");
 
   const FwdParams& p;
@@ -48,7 +50,8 @@ struct Consumer {
   // The tile in hand.
   BlockSchedule sc;
   int head;
-  int g0;  // the block's iteration count before this tile: the K/V ring position of its first
+  int g0;       // the block's iteration count before this tile: the K/V ring position of its first
+  int q_count;  // tiles with keys before this one: this tile's Q is in buffer q_count % kQBuffers
 
   float o[NO];
   float s[NS];
@@ -58,8 +61,8 @@ struct Consumer {
   // Every tile of the block, in order. The last warpgroup opens the first turn; at the end the
   // first warpgroup takes the turn passed to it last, so no arrival is left on a barrier.
   __device__ void run() {
-    if (kIdeas.pingpong && wg == W - 1) sm90::named_arrive(kTurnBarrier + 0, 256);
-    int q_count = 0;
+    if (kPingpong && wg == W - 1) sm90::named_arrive(kTurnBarrier + 0, 256);
+    q_count = 0;
     g0 = 0;
     for (int n = 0;; ++n) {
       const int tile = block_tile<kDynamicOrder<Tr, kIdeaBits>>(p, sm, n, false);
@@ -82,16 +85,20 @@ struct Consumer {
           refill->load_v(head, sc, it, g0 + it);
         }
       }
-      sm90::mbar_wait(sm.q_full, q_count & 1);
-      if constexpr (kIdeas.intra_overlap)
+      sm90::mbar_wait(sm.q_full() + q_count % kQBuffers, (q_count / kQBuffers) & 1);
+      // Every row of the warpgroup above row 0: padding of a causal head's first block.
+      const bool idle = Tr::kIdlePadding && sc.q0 + 64 * wg + 64 <= 0;
+      if (idle)
+        mainloop_idle();
+      else if constexpr (kIdeas.intra_overlap)
         mainloop_overlapped();
       else
         mainloop_plain();
-      store_o_lse<T, D, kCausal, kIdeaBits>(p, sm, sc, head, wg, t, o, m, l);
+      if (!idle) store_o_lse<T, D, kCausal, kIdeaBits>(p, sm, sc, head, wg, t, o, m, l);
       g0 += sc.n_kv;
       ++q_count;
     }
-    if (kIdeas.pingpong && wg == 0) sm90::named_sync(kTurnBarrier + 0, 256);
+    if (kPingpong && wg == 0) sm90::named_sync(kTurnBarrier + 0, 256);
     if (kIdeas.tma_epilogue && t == 0) bulk_wait_read();  // before shared memory goes
   }
 
@@ -102,10 +109,10 @@ struct Consumer {
 
   // ---- turns on the tensor cores (pingpong, a ring over the W warpgroups) ----
   __device__ void take_turn() const {
-    if constexpr (kIdeas.pingpong) sm90::named_sync(kTurnBarrier + wg, 256);
+    if constexpr (kPingpong) sm90::named_sync(kTurnBarrier + wg, 256);
   }
   __device__ void pass_turn() const {
-    if constexpr (kIdeas.pingpong) sm90::named_arrive(kTurnBarrier + (wg + 1) % W, 256);
+    if constexpr (kPingpong) sm90::named_arrive(kTurnBarrier + (wg + 1) % W, 256);
   }
 
   // One turn on the tensor cores: wait for it, issue the products (the fence first: ordinary code
@@ -121,8 +128,8 @@ struct Consumer {
   // ---- the two products ----
   // S = Q K^T: 64 x Bc, D/16 steps of k16; both operands K-major in shared memory.
   __device__ void issue_s(int stage) {
-    const uint32_t q_base = smem_addr(sm.q) + wg * 64 * 128;
-    const uint32_t k_base = smem_addr(sm.k) + stage * Bc * D * 2;
+    const uint32_t q_base = smem_addr(sm.q() + q_count % kQBuffers * Br * D) + wg * 64 * 128;
+    const uint32_t k_base = smem_addr(sm.k()) + stage * Bc * D * 2;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t block = kk / 4, step = (kk % 4) * 32;
@@ -135,7 +142,7 @@ struct Consumer {
 
   // O += P V: 64 x D, Bc/16 steps of k16; P from registers, V MN-major in shared memory.
   __device__ void issue_pv(int stage) {
-    const uint32_t v_base = smem_addr(sm.v) + stage * Bc * D * 2;
+    const uint32_t v_base = smem_addr(sm.v()) + stage * Bc * D * 2;
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk) {
       const uint32_t a[4] = {pf[4 * kk], pf[4 * kk + 1], pf[4 * kk + 2], pf[4 * kk + 3]};
@@ -147,26 +154,34 @@ struct Consumer {
 
   // ---- releases (and, without a producer, the refills they make possible) ----
   __device__ void release_k(int it) {
-    sm90::mbar_arrive(sm.k_empty + (g0 + it) % kStages);
-    if (it == sc.n_kv - 1) sm90::mbar_arrive(sm.q_empty);  // the tile's last S has read Q
+    sm90::mbar_arrive(sm.k_empty() + (g0 + it) % kStages);
+    if (it == sc.n_kv - 1)  // the tile's last S has read Q
+      sm90::mbar_arrive(sm.q_empty() + q_count % kQBuffers);
     if (refill && it + kStages < sc.n_kv) refill->load_k(head, sc, it + kStages, g0 + it + kStages);
   }
   __device__ void release_v(int it) {
-    sm90::mbar_arrive(sm.v_empty + (g0 + it) % kStages);
+    sm90::mbar_arrive(sm.v_empty() + (g0 + it) % kStages);
     if (refill && it + kStages < sc.n_kv) refill->load_v(head, sc, it + kStages, g0 + it + kStages);
   }
 
   // ---- softmax ----
-  // Keys a row may not see get -inf: past Nk, or past the row's diagonal.
+  // Keys a row may not see get -inf: past Nk, or past the row's diagonal. The thread's element i
+  // sits at key key0 + c(i), c(i) = 8 (i / 4) + i % 2, of its row h(i) = (i / 2) % 2; the last key
+  // that row sees is a limit per row, so each element costs one compare with a constant and one
+  // select.
   __device__ void apply_mask(int it) {
     const int lane = t % 32;
     const int key0 = sc.kv_block(it) * Bc + 2 * (lane % 4);
     const int row0 = sc.q0 + 64 * wg + 16 * (t / 32) + lane / 4;
+    int limit[2];  // the last visible key of each of the thread's two rows, minus key0
 #pragma unroll
-    for (int i = 0; i < NS; ++i) {
-      const int key = key0 + 8 * (i >> 2) + (i & 1), row = row0 + 8 * ((i >> 1) & 1);
-      if (key >= p.Nk || (kCausal && key > row + p.causal_offset)) s[i] = -INFINITY;
+    for (int h = 0; h < 2; ++h) {
+      const int last = kCausal ? min(p.Nk - 1, row0 + 8 * h + p.causal_offset) : p.Nk - 1;
+      limit[h] = last - key0;
     }
+#pragma unroll
+    for (int i = 0; i < NS; ++i)
+      if (8 * (i >> 2) + (i & 1) > limit[(i >> 1) & 1]) s[i] = -INFINITY;
   }
 
   // Online softmax of S in base 2 (p = 2^(s scale log2e - m)); returns the factors that rescale
@@ -214,7 +229,7 @@ struct Consumer {
     const int n = sc.n_kv;
     float alpha[2];
     // Block 0 of the visiting order: S alone.
-    sm90::mbar_wait(sm.k_full + g0 % kStages, parity(g0));
+    sm90::mbar_wait(sm.k_full() + g0 % kStages, parity(g0));
     on_tensor_cores([&] { issue_s(g0 % kStages); });
     sm90::wgmma_wait<0>();
     sm90::pin(s);
@@ -223,8 +238,8 @@ struct Consumer {
     pack_p();
     for (int it = 1; it < n; ++it) {
       const int g = g0 + it;
-      sm90::mbar_wait(sm.k_full + g % kStages, parity(g));
-      sm90::mbar_wait(sm.v_full + (g - 1) % kStages, parity(g - 1));
+      sm90::mbar_wait(sm.k_full() + g % kStages, parity(g));
+      sm90::mbar_wait(sm.v_full() + (g - 1) % kStages, parity(g - 1));
       on_tensor_cores([&] {
         issue_s(g % kStages);
         issue_pv((g - 1) % kStages);
@@ -241,11 +256,36 @@ struct Consumer {
     }
     // P V of the last block.
     const int g = g0 + n - 1;
-    sm90::mbar_wait(sm.v_full + g % kStages, parity(g));
+    sm90::mbar_wait(sm.v_full() + g % kStages, parity(g));
     on_tensor_cores([&] { issue_pv(g % kStages); });
     sm90::wgmma_wait<0>();
     sm90::pin(o);
     release_v(n - 1);
+  }
+
+  // A warpgroup whose 64 rows are all padding (schedule.h) computes nothing and stores nothing. It
+  // keeps its place in the protocol: it takes as many turns as the others (n + 1 with the overlap,
+  // 2 n without), and releases each stage only once it is full (an earlier arrival would count
+  // towards the stage's previous fill).
+  __device__ void mainloop_idle() {
+    const int n = sc.n_kv;
+    for (int it = 0; it < n; ++it) {
+      const int g = g0 + it;
+      sm90::mbar_wait(sm.k_full() + g % kStages, parity(g));
+      take_turn();  // S (and the P V before it, with the overlap)
+      pass_turn();
+      if constexpr (!kIdeas.intra_overlap) {
+        take_turn();  // P V
+        pass_turn();
+      }
+      release_k(it);
+      sm90::mbar_wait(sm.v_full() + g % kStages, parity(g));
+      release_v(it);
+    }
+    if constexpr (kIdeas.intra_overlap) {
+      take_turn();  // the last P V
+      pass_turn();
+    }
   }
 
   __device__ void mainloop_plain() {
@@ -253,7 +293,7 @@ struct Consumer {
     float alpha[2];
     for (int it = 0; it < n; ++it) {
       const int g = g0 + it;
-      sm90::mbar_wait(sm.k_full + g % kStages, parity(g));
+      sm90::mbar_wait(sm.k_full() + g % kStages, parity(g));
       on_tensor_cores([&] { issue_s(g % kStages); });
       sm90::wgmma_wait<0>();
       sm90::pin(s);
@@ -261,7 +301,7 @@ struct Consumer {
       softmax(it, alpha);
       rescale_o(alpha);
       pack_p();
-      sm90::mbar_wait(sm.v_full + g % kStages, parity(g));
+      sm90::mbar_wait(sm.v_full() + g % kStages, parity(g));
       on_tensor_cores([&] { issue_pv(g % kStages); });
       sm90::wgmma_wait<0>();
       sm90::pin(o);

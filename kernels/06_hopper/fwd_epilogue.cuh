@@ -3,7 +3,7 @@
 // With the bulk store (the rung), the warpgroup writes its O rows, packed to 16 bits, into its
 // rows of the shared O tile, in the same 128-byte swizzle the copy engine expects; after a proxy
 // fence and a barrier of the warpgroup, one thread stores the 64 x D rows with D / 64 bulk tensor
-// copies, which clip rows past Nq, and goes on without waiting: the copy runs while the next
+// copies, which clip the rows past Nq, and goes on without waiting: the copy runs while the next
 // tile's products do, and is waited for (for its reads of shared memory) only before the
 // warpgroup writes its O rows again. Without it, every thread stores its pairs of O straight
 // from registers (4-byte stores, a row test on each). LSE goes from registers to global memory
@@ -36,10 +36,14 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
     inv[h] = lt > 0.f ? 1.f / lt : 0.f;
     lse[h] = lt > 0.f ? m[h] * kLn2 + logf(lt) : -INFINITY;
   }
-  if constexpr (kIdeas.tma_epilogue) {
+  // The bulk store is given rows from 0 on only: one starting above row 0 (the padding of a
+  // causal head's first block, schedule.h) raised an illegal-instruction error on the H200 (Nq =
+  // 1 and 17), so such a warpgroup stores from registers, which test every row. (Without the
+  // mask no block starts above row 0, and the kernel has no such branch.)
+  if (kIdeas.tma_epilogue && (!kCausal || sc.q0 + 64 * wg >= 0)) {
     if (t == 0) bulk_wait_read();  // the last tile's store has read these rows
     sm90::named_sync(kEpilogueBarrierId + wg, 128);
-    const uint32_t o_base = smem_addr(sm.o) + wg * 64 * 128;
+    const uint32_t o_base = smem_addr(sm.o()) + wg * 64 * 128;
 #pragma unroll
     for (int i = 0; i < D / 2; i += 2) {
       const int h = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * qd;
@@ -52,7 +56,7 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
     if (t == 0) {
       for (int b = 0; b < D / 64; ++b)
         sm90::tma_store_3d(&p.o_map, 64 * b, sc.q0 + 64 * wg, head,
-                           sm.o + b * Br * 64 + wg * 64 * 64);
+                           sm.o() + b * Br * 64 + wg * 64 * 64);
       bulk_commit();
     }
   } else {
@@ -61,7 +65,7 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
     for (int i = 0; i < D / 2; i += 2) {
       const int h = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * qd;
       const int row = sc.q0 + 64 * wg + row_in_wg + 8 * h;
-      if (row < p.Nq)
+      if (row >= 0 && row < p.Nq)
         *reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(row) * D + col) =
             ElemTraits<T>::pack(o[i] * inv[h], o[i + 1] * inv[h]);
     }
@@ -70,7 +74,7 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = sc.q0 + 64 * wg + row_in_wg + 8 * h;
-      if (row < p.Nq) p.lse[static_cast<int64_t>(head) * p.Nq + row] = lse[h];
+      if (row >= 0 && row < p.Nq) p.lse[static_cast<int64_t>(head) * p.Nq + row] = lse[h];
     }
   }
 }
@@ -84,9 +88,11 @@ __device__ void store_empty_rows(const FwdParams& p, const BlockSchedule& sc, in
   const int row0 = sc.q0 + 64 * wg;
   for (int i = t; i < 64 * D / 2; i += 128) {
     const int r = row0 + i / (D / 2);
-    if (r < p.Nq) reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(r) * D)[i % (D / 2)] = 0;
+    if (r >= 0 && r < p.Nq)
+      reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(r) * D)[i % (D / 2)] = 0;
   }
-  if (t < 64 && row0 + t < p.Nq) p.lse[static_cast<int64_t>(head) * p.Nq + row0 + t] = -INFINITY;
+  if (t < 64 && row0 + t >= 0 && row0 + t < p.Nq)
+    p.lse[static_cast<int64_t>(head) * p.Nq + row0 + t] = -INFINITY;
 }
 
 }  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd

@@ -40,17 +40,19 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
   using L = Loader<T, D, kCausal, kIdeaBits>;
 
   if (threadIdx.x == 0) {
-    sm90::mbar_init(sm.q_full, L::kFullArrivals);
-    sm90::mbar_init(sm.q_empty, 128 * W);  // every consumer thread releases
+    for (int b = 0; b < kQBuffers; ++b) {
+      sm90::mbar_init(sm.q_full() + b, L::kFullArrivals);
+      sm90::mbar_init(sm.q_empty() + b, 128 * W);  // every consumer thread releases
+    }
     for (int s = 0; s < kStages; ++s) {
-      sm90::mbar_init(sm.k_full + s, L::kFullArrivals);
-      sm90::mbar_init(sm.v_full + s, L::kFullArrivals);
-      sm90::mbar_init(sm.k_empty + s, 128 * W);
-      sm90::mbar_init(sm.v_empty + s, 128 * W);
+      sm90::mbar_init(sm.k_full() + s, L::kFullArrivals);
+      sm90::mbar_init(sm.v_full() + s, L::kFullArrivals);
+      sm90::mbar_init(sm.k_empty() + s, 128 * W);
+      sm90::mbar_init(sm.v_empty() + s, 128 * W);
     }
     for (int s = 0; s < 2; ++s) {  // the dynamic order's ring: one announcer, the consumers read
-      sm90::mbar_init(sm.tile_full + s, 1);
-      sm90::mbar_init(sm.tile_empty + s, 128 * W);
+      sm90::mbar_init(sm.tile_full() + s, 1);
+      sm90::mbar_init(sm.tile_empty() + s, 128 * W);
     }
     sm90::mbar_fence_init();
     if constexpr (kIdeas.tma) {

@@ -28,17 +28,20 @@ struct Loader {
   // Arrivals a `full` barrier waits for: the arming thread, or every copying thread.
   static constexpr uint32_t kFullArrivals = kIdeas.tma ? 1 : 128;
 
-  // The Q tile of the block's `count`-th tile with keys, once the consumers are done with the
-  // last one (its S products have all completed).
+  // The Q tile of the block's `count`-th tile with keys, into buffer count % kQBuffers once the
+  // consumers are done with the tile that buffer held before (its S products have all completed;
+  // the parity flips each lap of the buffers).
   __device__ void load_q(int head, int q0, int count) const {
-    sm90::mbar_wait(sm.q_empty, (count & 1) ^ 1);
+    const int buf = count % kQBuffers;
+    T* tile = sm.q() + buf * Br * D;
+    sm90::mbar_wait(sm.q_empty() + buf, ((count / kQBuffers) & 1) ^ 1);
     if constexpr (kIdeas.tma) {
-      sm90::mbar_arrive_expect_tx(sm.q_full, Br * D * 2);
+      sm90::mbar_arrive_expect_tx(sm.q_full() + buf, Br * D * 2);
       for (int b = 0; b < kBlocks; ++b)
-        sm90::tma_load_3d(sm.q + b * Br * 64, &p.q_map, 64 * b, q0, head, sm.q_full);
+        sm90::tma_load_3d(tile + b * Br * 64, &p.q_map, 64 * b, q0, head, sm.q_full() + buf);
     } else {
-      copy_tile<Br>(sm.q, static_cast<const T*>(p.q), head, q0, p.Nq);
-      sm90::cp_async_arrive(sm.q_full);
+      copy_tile<Br>(tile, static_cast<const T*>(p.q), head, q0, p.Nq);
+      sm90::cp_async_arrive(sm.q_full() + buf);
     }
   }
 
@@ -46,10 +49,10 @@ struct Loader {
   // block's iterations over all its tiles, once that stage is free: the consumers released it
   // kStages iterations ago (the parity flips each lap of the ring).
   __device__ void load_k(int head, const BlockSchedule& sc, int it, int g) const {
-    load_kv(sm.k, sm.k_full, sm.k_empty, &p.k_map, p.k, head, sc.kv_block(it) * Bc, g);
+    load_kv(sm.k(), sm.k_full(), sm.k_empty(), &p.k_map, p.k, head, sc.kv_block(it) * Bc, g);
   }
   __device__ void load_v(int head, const BlockSchedule& sc, int it, int g) const {
-    load_kv(sm.v, sm.v_full, sm.v_empty, &p.v_map, p.v, head, sc.kv_block(it) * Bc, g);
+    load_kv(sm.v(), sm.v_full(), sm.v_empty(), &p.v_map, p.v, head, sc.kv_block(it) * Bc, g);
   }
 
  private:
@@ -69,7 +72,8 @@ struct Loader {
   }
 
   // Rows [row0, row0 + kRows) of this head's [n_rows x D] tensor into a swizzled tile, by the 128
-  // threads of the producer warpgroup; rows past n_rows are zero-filled.
+  // threads of the producer warpgroup; rows outside [0, n_rows) are zero-filled (a causal head's
+  // first Q block starts above row 0: schedule.h).
   template <int kRows>
   __device__ void copy_tile(T* dst, const T* tensor, int head, int row0, int n_rows) const {
     constexpr int kChunks = D / 8;  // 16-byte chunks per row
@@ -78,7 +82,7 @@ struct Loader {
     for (int i = tid; i < kRows * kChunks; i += 128) {
       const int r = i / kChunks, c = i % kChunks;
       const uint32_t to = base + (c / 8) * kRows * 128 + sm90::swizzle128_offset(r, (c % 8) * 8);
-      const bool valid = row0 + r < n_rows;
+      const bool valid = row0 + r >= 0 && row0 + r < n_rows;
       cp_async_16(to, valid ? src + static_cast<int64_t>(row0 + r) * D + c * 8 : src, valid);
     }
   }

@@ -14,11 +14,13 @@
 // tiles remain.
 //
 // Shared memory (every tile 1024-byte aligned, as the 128-byte swizzle requires):
-//   Q     [D/64][Br][64]              loaded once per tile; consumer warpgroup w reads rows 64w..
+//   Q     [2][D/64][Br][64]           two buffers: the block's n-th tile's Q goes to buffer n % 2,
+//                                     so the next tile's Q arrives while this one's last products
+//                                     and epilogue run; consumer warpgroup w reads rows 64w..
 //   O     [D/64][Br][64]              each warpgroup's O rows on their way out by bulk store
 //   K     [kStages][D/64][Bc][64]     ring of K tiles (the ring runs on across the block's tiles)
 //   V     [kStages][D/64][Bc][64]     ring of V tiles
-//   bars  q_full, q_empty, k_full[s], k_empty[s], v_full[s], v_empty[s], tile_full[2],
+//   bars  q_full[2], q_empty[2], k_full[s], k_empty[s], v_full[s], v_empty[s], tile_full[2],
 //         tile_empty[2]
 //   tile_slot[2]                       the announced tiles (dynamic order)
 #pragma once
@@ -56,73 +58,70 @@ __device__ BlockSchedule block_schedule(const FwdParams& p, int q_block) {
                                                      q_block);
 }
 
+// Q tiles in flight: a block's tiles take turns in them.
+constexpr int kQBuffers = 2;
+
 template <int D, bool kCausal>
 struct SmemLayout {
   using Tr = FwdTraits<D, kCausal>;
-  static constexpr int kQBytes = Tr::Br * D * 2;
+  static constexpr int kQBytes = Tr::Br * D * 2;     // one Q buffer, and the O tile
   static constexpr int kTileBytes = Tr::Bc * D * 2;  // one K or V stage
   static constexpr int kQ = 0;
-  static constexpr int kO = kQ + kQBytes;
+  static constexpr int kO = kQ + kQBuffers * kQBytes;
   static constexpr int kK = kO + kQBytes;
   static constexpr int kV = kK + Tr::kStages * kTileBytes;
   static constexpr int kBars = kV + Tr::kStages * kTileBytes;
-  static constexpr int kSlots = kBars + (2 + 4 * Tr::kStages + 4) * 8;
+  static constexpr int kSlots = kBars + (2 * kQBuffers + 4 * Tr::kStages + 4) * 8;
   static constexpr int kBytes = kSlots + 2 * 4;
   static constexpr int kLaunchBytes = kBytes + 1024;  // room to align the base to 1024 bytes
   static_assert(kQBytes % 1024 == 0 && kTileBytes % 1024 == 0, "1024-byte tiles");
   static_assert(kLaunchBytes <= 227 * 1024, "more shared memory than a block can have");
 };
 
-// Pointers into one block's shared memory.
+// Pointers into one block's shared memory: one base, and every tile and barrier at a constant
+// offset from it (so that a thread keeps one register for all of them).
 template <class T, int D, bool kCausal>
 struct Smem {
   using L = SmemLayout<D, kCausal>;
-  T* q;
-  T* o;
-  T* k;  // stage s at k + s * Bc * D
-  T* v;
-  uint64_t* q_full;
-  uint64_t* q_empty;
-  uint64_t* k_full;
-  uint64_t* k_empty;
-  uint64_t* v_full;
-  uint64_t* v_empty;
-  uint64_t* tile_full;   // [2]: slot s holds an announced tile
-  uint64_t* tile_empty;  // [2]: every reader has taken slot s's tile
-  int* tile_slot;        // [2]
+  static constexpr int S = FwdTraits<D, kCausal>::kStages;
+  unsigned char* base;  // 1024-byte aligned
 
   __device__ explicit Smem(unsigned char* raw) {
     const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
-    unsigned char* base = raw + ((1024 - (a & 1023)) & 1023);
-    q = reinterpret_cast<T*>(base + L::kQ);
-    o = reinterpret_cast<T*>(base + L::kO);
-    k = reinterpret_cast<T*>(base + L::kK);
-    v = reinterpret_cast<T*>(base + L::kV);
-    constexpr int S = FwdTraits<D, kCausal>::kStages;
-    q_full = reinterpret_cast<uint64_t*>(base + L::kBars);
-    q_empty = q_full + 1;
-    k_full = q_empty + 1;
-    k_empty = k_full + S;
-    v_full = k_empty + S;
-    v_empty = v_full + S;
-    tile_full = v_empty + S;
-    tile_empty = tile_full + 2;
-    tile_slot = reinterpret_cast<int*>(base + L::kSlots);
+    base = raw + ((1024 - (a & 1023)) & 1023);
   }
 
+  __device__ T* q() const { return reinterpret_cast<T*>(base + L::kQ); }  // buffer b: + b Br D
+  __device__ T* o() const { return reinterpret_cast<T*>(base + L::kO); }
+  __device__ T* k() const { return reinterpret_cast<T*>(base + L::kK); }  // stage s: + s Bc D
+  __device__ T* v() const { return reinterpret_cast<T*>(base + L::kV); }
+  __device__ uint64_t* q_full() const { return bars(); }  // [kQBuffers]
+  __device__ uint64_t* q_empty() const { return bars() + kQBuffers; }
+  __device__ uint64_t* k_full() const { return bars() + 2 * kQBuffers; }  // [kStages] each
+  __device__ uint64_t* k_empty() const { return k_full() + S; }
+  __device__ uint64_t* v_full() const { return k_full() + 2 * S; }
+  __device__ uint64_t* v_empty() const { return k_full() + 3 * S; }
+  __device__ uint64_t* tile_full() const { return k_full() + 4 * S; }  // [2]: slot s announced
+  __device__ uint64_t* tile_empty() const { return tile_full() + 2; }  // [2]: slot s taken by all
+  __device__ int* tile_slot() const { return reinterpret_cast<int*>(base + L::kSlots); }  // [2]
+
+ private:
+  __device__ uint64_t* bars() const { return reinterpret_cast<uint64_t*>(base + L::kBars); }
+
+ public:
   // The dynamic order's ring of announced tiles: the block's n-th tile goes through slot n % 2,
   // whose barriers complete a phase per lap (parity (n / 2) % 2). The announcing thread waits
   // until every reader has taken the tile the slot held before; its arrival releases the store,
   // so a reader that has waited sees it. Arrivals: tile_full 1, tile_empty one per reader.
   __device__ void announce_tile(int n, int tile) const {
-    sm90::mbar_wait(tile_empty + n % 2, ((n / 2) & 1) ^ 1);
-    tile_slot[n % 2] = tile;
-    sm90::mbar_arrive(tile_full + n % 2);
+    sm90::mbar_wait(tile_empty() + n % 2, ((n / 2) & 1) ^ 1);
+    tile_slot()[n % 2] = tile;
+    sm90::mbar_arrive(tile_full() + n % 2);
   }
   __device__ int take_announced_tile(int n) const {
-    sm90::mbar_wait(tile_full + n % 2, (n / 2) & 1);
-    const int tile = tile_slot[n % 2];
-    sm90::mbar_arrive(tile_empty + n % 2);
+    sm90::mbar_wait(tile_full() + n % 2, (n / 2) & 1);
+    const int tile = tile_slot()[n % 2];
+    sm90::mbar_arrive(tile_empty() + n % 2);
     return tile;
   }
 };

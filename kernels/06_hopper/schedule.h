@@ -6,6 +6,14 @@
 // Under the causal mask a block never visits the K blocks wholly above its diagonal, and it walks
 // the rest from the last one down: the blocks that need a mask (the ragged last block, the blocks
 // that cross the diagonal) come first, so the long tail of the loop runs with no mask code at all.
+//
+// Where the Q blocks sit. Without the mask they start at row 0 and the last one is ragged (Nq is
+// not a multiple of Br): its rows past Nq are padding, loaded as zeros and never stored. Under the
+// causal mask, which is aligned to the bottom-right corner, the blocks are aligned to the last row
+// instead, so the ragged block is the first one: its padding rows lie above row 0 (q0 < 0), and
+// it visits the fewest K blocks, where the last block visits all of them. Every block pays for
+// Br rows whatever it holds, so the padding is cheapest where the keys are fewest: at d = 64
+// (Br = 192), N = 1024, the blocks visit 27 K blocks per head instead of 32.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +27,8 @@
 namespace flashlab::FLASHLAB_FOLDER {
 
 struct BlockSchedule {
-  int q0;        // first query row of the block
+  int q0;        // first query row of the block: below 0 for a causal head's ragged first block
+  int q_end;     // one past its last query row; rows [max(q0, 0), q_end) are real
   int n_kv;      // K/V blocks visited
   int n_masked;  // the first n_masked of them (in visiting order) need the mask
   // The K/V block of iteration `it`: from the last visited block down to block 0.
@@ -31,17 +40,20 @@ struct BlockSchedule {
 FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool causal, int Nq, int Nk,
                                                 int causal_offset, int q_block) {
   BlockSchedule s;
-  s.q0 = q_block * Br;
+  const int padding = causal ? (Br - Nq % Br) % Br : 0;  // causal: the blocks end at row Nq
+  s.q0 = q_block * Br - padding;
+  s.q_end = s.q0 + Br < Nq ? s.q0 + Br : Nq;
   int n_kv = (Nk + Bc - 1) / Bc;
   int unmasked = Nk / Bc;  // whole blocks: no key past Nk
   if (causal) {
-    // Keys up to the last row's diagonal are visited; keys up to the first row's are seen by
-    // every row of the block, so the blocks wholly below that need no mask.
-    const int last_row = (s.q0 + Br < Nq ? s.q0 + Br : Nq) - 1;
-    const int last_key = last_row + causal_offset;
+    // Keys up to the last row's diagonal are visited; keys up to the first real row's are seen
+    // by every real row of the block, so the blocks wholly below that need no mask. (Padding
+    // rows above row 0 may meet a mask there too: their results are never stored.)
+    const int last_key = s.q_end - 1 + causal_offset;
     const int visited = last_key < 0 ? 0 : last_key / Bc + 1;
     n_kv = visited < n_kv ? visited : n_kv;
-    const int seen_by_all = s.q0 + causal_offset + 1;  // keys [0, seen_by_all)
+    const int first_row = s.q0 < 0 ? 0 : s.q0;
+    const int seen_by_all = first_row + causal_offset + 1;  // keys [0, seen_by_all)
     const int whole = seen_by_all <= 0 ? 0 : seen_by_all / Bc;
     unmasked = whole < unmasked ? whole : unmasked;
   }
