@@ -53,6 +53,7 @@ def run_flashlab_bench(args, json_path):
     cmd = [args.flashlab, "bench", "--backend", "cuda", "--N", ",".join(map(str, args.N)),
            "-d", ",".join(map(str, args.d)), "--dtype", ",".join(args.dtype),
            "--causal", args.causal, "--versions", ",".join(args.versions),
+           "--passes", ",".join(args.passes),
            "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--json", json_path]
     print("+", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd)  # its table and messages go straight to our output
@@ -134,7 +135,8 @@ def main():
     ap.add_argument("--versions", type=csv_strs,
                     default=["tiled", "hopper", "recompute", "atomic-dq", "deterministic-dq"])
     ap.add_argument("--passes", type=csv_strs, default=["fwd", "bwd"],
-                    help="which PyTorch passes to time (fwd, bwd); flashlab runs each version's own")
+                    help="which passes to time (fwd, bwd), on both sides; a flashlab version none of "
+                         "whose passes is asked for is left out")
     ap.add_argument("--tokens", type=int, default=16384, help="B*N (as flashlab bench)")
     ap.add_argument("--hidden", type=int, default=2048, help="H*d (as flashlab bench)")
     ap.add_argument("--repeats", type=int, default=10)

@@ -2,7 +2,10 @@
 // what it promises (errors, budget, timing, bitwise repeat; --dump as .npy).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "core/rng.h"
 #include "registry.h"
@@ -117,6 +120,42 @@ TEST(CliJson, RunReportsErrorsBudgetAndTiming) {
     EXPECT_TRUE(row["peak_device_bytes"].is_null());  // cpu
   }
   EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos);
+}
+
+// bench --passes: only the passes asked for get rows, a version with none of them is left out,
+// and the report says which passes it timed.
+TEST(CliJson, BenchTimesThePassesAskedFor) {
+  ScratchDir dir;
+  const std::string base =
+      "bench --backend cpu --N 32 -d 16 --repeats 1 --warmup 0 --causal no "
+      "--versions tiled,hopper,atomic-dq";
+  const std::map<std::string, std::pair<std::string, std::set<std::string>>> cases = {
+      {"fwd", {"fwd", {"tiled", "hopper"}}},
+      {"bwd", {"bwd", {"hopper", "atomic-dq"}}},
+      {"both", {"fwd,bwd", {"tiled", "hopper", "atomic-dq"}}},
+  };
+  for (const auto& [name, c] : cases) {
+    const auto& [passes, versions] = c;
+    const std::string path = dir / (name + ".json");
+    const CliResult r = run_cli(base + " --passes " + passes + " --json '" + path + "'");
+    ASSERT_EQ(r.status, 0) << r.err << r.out;
+    const json doc = load(path);
+    std::set<std::string> asked, seen_passes, seen_versions;
+    for (const json& p : doc["config"]["passes"]) asked.insert(p.get<std::string>());
+    const json* bench = find_table(doc, "bench");
+    ASSERT_NE(bench, nullptr);
+    for (const json& row : (*bench)["rows"]) {
+      seen_passes.insert(row["pass"].get<std::string>());
+      seen_versions.insert(row["version"].get<std::string>());
+      EXPECT_GT(row["median_ms"].get<double>(), 0.0) << row.dump();
+    }
+    EXPECT_EQ(seen_passes, asked) << passes;
+    EXPECT_EQ(seen_versions, versions) << passes;
+    // hopper has both passes: one row per pass asked for.
+    size_t hopper_rows = 0;
+    for (const json& row : (*bench)["rows"]) hopper_rows += row["version"] == "hopper";
+    EXPECT_EQ(hopper_rows, asked.size()) << passes;
+  }
 }
 
 TEST(CliJson, FormatsMarkdownAndCsv) {

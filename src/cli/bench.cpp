@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <vector>
+
 #include "cli/common.h"
 #include "run/validate.h"
 #include "util/error.h"
@@ -17,6 +20,7 @@ struct BenchArgs {
   std::vector<int64_t> Ns, ds;
   std::vector<std::string> dtypes;
   std::string causal = "both";
+  std::vector<std::string> passes = {"fwd", "bwd"};
   std::string versions = "all";
   int repeats = 0, warmup = 0;
   int threads = 0;
@@ -32,6 +36,22 @@ BenchConfig make_config(const BenchArgs& a) {
   b.backend = resolve_backend(a.backend);
   b.versions = parse_versions(a.versions);
   if (a.versions == "all" && b.backend == Backend::cuda) b.versions = runnable_on_cuda(b.versions);
+  b.time_fwd = b.time_bwd = false;
+  for (const std::string& s : a.passes) {
+    if (s == "fwd")
+      b.time_fwd = true;
+    else if (s == "bwd")
+      b.time_bwd = true;
+    else
+      throw UsageError("unknown --passes '" + s + "' (known: fwd, bwd)");
+  }
+  if (!b.time_fwd && !b.time_bwd) throw UsageError("--passes names no pass (known: fwd, bwd)");
+  std::erase_if(b.versions, [&](const VersionInfo* v) {
+    return !(v->pass != Pass::bwd && b.time_fwd) && !(v->pass != Pass::fwd && b.time_bwd);
+  });
+  if (b.versions.empty())
+    throw UsageError(std::string("no selected version has a ") +
+                     (b.time_fwd ? "forward" : "backward") + " pass (--passes)");
   b.Ns = a.Ns;
   b.ds = a.ds;
   for (const std::string& s : a.dtypes) {
@@ -76,6 +96,8 @@ void register_bench(CLI::App& app, Action& action) {
   sub->add_option("-d", a.ds, "head dimensions (default 64,128; cpu: 64)")->delimiter(',');
   sub->add_option("--dtype", a.dtypes, "dtypes (default fp16,bf16; cpu: fp32)")->delimiter(',');
   sub->add_option("--causal", a.causal, "both, yes or no")->capture_default_str();
+  sub->add_option("--passes", a.passes, "passes to time: fwd, bwd or fwd,bwd (default both)")
+      ->delimiter(',');
   sub->add_option("--versions", a.versions, version_ids_help())->capture_default_str();
   a.repeats_given =
       sub->add_option("--repeats", a.repeats, "timed runs per point (default 10; cpu: 3)");
@@ -86,6 +108,7 @@ void register_bench(CLI::App& app, Action& action) {
   sub->footer(R"(Examples:
   flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg
   flashlab bench --backend cuda -d 128 --dtype bf16 --causal no --versions tiled,deterministic-dq
+  flashlab bench --backend cuda --versions tiled,hopper --passes fwd   # forwards only
   flashlab bench --backend cpu           # a small CPU sweep, runs without a GPU
 
 Each (dtype, d, causal) is checked once against the fp64 reference at B=1, H=2 and the

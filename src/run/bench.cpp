@@ -106,7 +106,8 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
       const int64_t free = cuda::device_info().free_bytes;
       if (need > free) {  // a point that cannot run is a row that says so
         for (const char* pass : {"fwd", "bwd"}) {
-          if ((pass[0] == 'f' && !v->cuda->forward) || (pass[0] == 'b' && !v->cuda->backward))
+          if ((pass[0] == 'f' && (!v->cuda->forward || !b.time_fwd)) ||
+              (pass[0] == 'b' && (!v->cuda->backward || !b.time_bwd)))
             continue;
           auto row = base(pass);
           for (int k = 0; k < 4; ++k) row.push_back(nullptr);
@@ -123,8 +124,21 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
       shared = tiled_forward(rc, in);
       tf = &shared;
     }
+    // Its forward only (--passes fwd): a copy of the entry without the backward, so that the timed
+    // runs skip it. (Its backward only: the forward still runs, as the backward's input.)
+    VersionInfo fwd_only = *v;
+    cuda::Version fwd_only_cuda{};
+    if (!b.time_bwd && v->pass == Pass::both) {
+      fwd_only.pass = Pass::fwd;
+      fwd_only.cpu_backward = nullptr;
+      if (v->cuda) {
+        fwd_only_cuda = *v->cuda;
+        fwd_only_cuda.backward = nullptr;
+        fwd_only.cuda = &fwd_only_cuda;
+      }
+    }
     const VersionOutcome o =
-        run_version(rc, *v, in, tf, progress, fmt::format("bench: {} {}", v->id, where));
+        run_version(rc, fwd_only, in, tf, progress, fmt::format("bench: {} {}", v->id, where));
     const auto add = [&](const char* pass, const TimeStats& ts, double flops) {
       auto row = base(pass);
       row.push_back(ts.median_ms);
@@ -135,8 +149,8 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
       row.push_back(ok ? "" : "fails its error budget");
       t.rows.push_back(row);
     };
-    if (o.has_fwd) add("fwd", o.fwd_time, fwd_flops(p));
-    if (o.has_bwd) add("bwd", o.bwd_time, bwd_flops(p));
+    if (o.has_fwd && b.time_fwd) add("fwd", o.fwd_time, fwd_flops(p));
+    if (o.has_bwd && b.time_bwd) add("bwd", o.bwd_time, bwd_flops(p));
   }
 }
 
@@ -208,7 +222,9 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
   for (const VersionInfo* v : b.versions) versions.push_back(v->id);
   for (const VersionInfo* v : b.versions) rep.version_ids.push_back(v->id);
   rep.version_ids.push_back("tiled");  // feeds the backward-only versions
-  json dtypes = json::array(), causal = json::array();
+  json dtypes = json::array(), causal = json::array(), passes = json::array();
+  if (b.time_fwd) passes.push_back("fwd");
+  if (b.time_bwd) passes.push_back("bwd");
   for (DType t : b.dtypes) dtypes.push_back(to_string(t));
   for (bool c : b.causal) causal.push_back(c);
   rep.config = {{"backend", to_string(b.backend)},
@@ -217,6 +233,7 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
                 {"d", b.ds},
                 {"dtype", dtypes},
                 {"causal", causal},
+                {"passes", passes},
                 {"tokens", b.tokens},
                 {"hidden", b.hidden},
                 {"repeats", b.repeats},

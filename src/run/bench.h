@@ -25,6 +25,9 @@ struct BenchConfig {
   std::vector<DType> dtypes;
   std::vector<bool> causal;  // false, true, or both
   std::vector<const VersionInfo*> versions;
+  // The passes timed (--passes): a version none of whose passes is asked for is left out; one
+  // asked for its forward only skips its backward in the timed runs.
+  bool time_fwd = true, time_bwd = true;
   int64_t tokens = 16384;  // B * N
   int64_t hidden = 2048;   // H * d
   int repeats = 10, warmup = 3;
