@@ -158,6 +158,26 @@ TEST(CliJson, BenchTimesThePassesAskedFor) {
   }
 }
 
+// A point asked for twice is timed once: one row per version, pass and point.
+TEST(CliJson, BenchRunsARepeatedPointOnce) {
+  ScratchDir dir;
+  const std::string path = dir / "b.json";
+  const CliResult r = run_cli(
+      "bench --backend cpu --N 32,24,32 -d 16,16 --dtype fp32,fp32 --repeats 1 --warmup 0 "
+      "--causal no --versions tiled --json '" +
+      path + "'");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const json doc = load(path);
+  EXPECT_EQ(doc["config"]["N"], json({32, 24}));
+  EXPECT_EQ(doc["config"]["d"], json({16}));
+  EXPECT_EQ(doc["config"]["dtype"], json({"fp32"}));
+  const json* bench = find_table(doc, "bench");
+  ASSERT_NE(bench, nullptr);
+  ASSERT_EQ((*bench)["rows"].size(), 2u);
+  EXPECT_EQ((*bench)["rows"][0]["N"], 32);
+  EXPECT_EQ((*bench)["rows"][1]["N"], 24);
+}
+
 TEST(CliJson, FormatsMarkdownAndCsv) {
   CliResult r = run_cli("list --format markdown --table versions");
   ASSERT_EQ(r.status, 0);

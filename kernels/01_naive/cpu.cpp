@@ -45,6 +45,14 @@ void count_backward(const Problem& p, const CpuOptions& o, Counters& c) {
   c.elems_read += NN + qd, c.elems_written += kd, c.matmul_flops += 2 * NN * s.d;  // dK
 }
 
+// Threads for the loops inside one head. A head with little work runs on one thread: every
+// parallel loop wakes its threads and waits for them, and with many tiny heads (a sweep at N = 1
+// has 65536 of them at d = 1) that costs a hundred times the work.
+int head_threads(const CpuOptions& o, const Problem& p) {
+  const Shape& s = p.shape;
+  return s.Nq * s.Nk * s.d < (1 << 16) ? 1 : thread_count(o, p);
+}
+
 template <class T>
 void forward_head(const Problem& p, const Inputs& in, const CpuOptions& o, int64_t h,
                   Forward& out) {
@@ -56,7 +64,7 @@ void forward_head(const Problem& p, const Inputs& in, const CpuOptions& o, int64
   load_rows(Q.data(), &in.Q[h * Nq * d], Nq, d);
   load_transposed(Kt.data(), &in.K[h * Nk * d], Nk, d);
   load_rows(V.data(), &in.V[h * Nk * d], Nk, d);
-  const int threads = thread_count(o, p);
+  const int threads = head_threads(o, p);
 
   // S = scale Q K^T, tile by tile.
 #pragma omp parallel for collapse(2) num_threads(threads)
@@ -114,7 +122,7 @@ void backward_head(const Problem& p, const Inputs& in, const Forward& fwd, const
   load_rows(dO.data(), &in.dO[h * Nq * d], Nq, d);
   load_rows(K.data(), &in.K[h * Nk * d], Nk, d);
   load_transposed(Vt.data(), &in.V[h * Nk * d], Nk, d);
-  const int threads = thread_count(o, p);
+  const int threads = head_threads(o, p);
 
 #pragma omp parallel num_threads(threads)
   {

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,15 @@ struct BenchArgs {
 
 const std::vector<std::string> kTables = {"bench"};
 
+// A point asked for twice (--N 1024,1024) is one point: the first of each value is kept, in order.
+template <class T>
+std::vector<T> once_each(const std::vector<T>& v) {
+  std::vector<T> out;
+  for (const T& x : v)
+    if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  return out;
+}
+
 BenchConfig make_config(const BenchArgs& a) {
   BenchConfig b;
   b.backend = resolve_backend(a.backend);
@@ -52,14 +62,15 @@ BenchConfig make_config(const BenchArgs& a) {
   if (b.versions.empty())
     throw UsageError(std::string("no selected version has a ") +
                      (b.time_fwd ? "forward" : "backward") + " pass (--passes)");
-  b.Ns = a.Ns;
-  b.ds = a.ds;
+  b.Ns = once_each(a.Ns);
+  b.ds = once_each(a.ds);
   for (const std::string& s : a.dtypes) {
     DType t;
     if (!parse_dtype(s, t))
       throw UsageError("unknown --dtype '" + s + "' (known: fp64, fp32, fp16, bf16)");
     b.dtypes.push_back(t);
   }
+  b.dtypes = once_each(b.dtypes);
   if (a.causal == "both")
     b.causal = {false, true};
   else if (a.causal == "yes")
