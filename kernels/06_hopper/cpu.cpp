@@ -70,7 +70,7 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
         const plan::BlockSchedule sc = plan::block_schedule(
             o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
             static_cast<int>(p.causal_offset()), static_cast<int>(i));
-        const int64_t r0 = std::max(sc.q0, 0), rows = sc.q_end - r0;  // the block's real rows
+        const int64_t r0 = sc.first_row(), rows = sc.q_end - r0;  // the block's real rows
         total.tiles_computed += sc.n_kv;
         total.tiles_skipped += kb.count() - sc.n_kv;
         total.elems_read += rows * d;  // Q_i

@@ -28,9 +28,11 @@ namespace flashlab::FLASHLAB_FOLDER {
 
 struct BlockSchedule {
   int q0;        // first query row of the block: below 0 for a causal head's ragged first block
-  int q_end;     // one past its last query row; rows [max(q0, 0), q_end) are real
+  int q_end;     // one past its last query row; rows [first_row(), q_end) are real
   int n_kv;      // K/V blocks visited
   int n_masked;  // the first n_masked of them (in visiting order) need the mask
+  // The first real row: past the padding above row 0.
+  FLASHLAB_HD int first_row() const { return q0 < 0 ? 0 : q0; }
   // The K/V block of iteration `it`: from the last visited block down to block 0.
   FLASHLAB_HD int kv_block(int it) const { return n_kv - 1 - it; }
 };
@@ -52,8 +54,7 @@ FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool causal, int
     const int last_key = s.q_end - 1 + causal_offset;
     const int visited = last_key < 0 ? 0 : last_key / Bc + 1;
     n_kv = visited < n_kv ? visited : n_kv;
-    const int first_row = s.q0 < 0 ? 0 : s.q0;
-    const int seen_by_all = first_row + causal_offset + 1;  // keys [0, seen_by_all)
+    const int seen_by_all = s.first_row() + causal_offset + 1;  // keys [0, seen_by_all)
     const int whole = seen_by_all <= 0 ? 0 : seen_by_all / Bc;
     unmasked = whole < unmasked ? whole : unmasked;
   }

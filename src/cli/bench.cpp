@@ -56,9 +56,11 @@ BenchConfig make_config(const BenchArgs& a) {
       throw UsageError("unknown --passes '" + s + "' (known: fwd, bwd)");
   }
   if (!b.time_fwd && !b.time_bwd) throw UsageError("--passes names no pass (known: fwd, bwd)");
-  std::erase_if(b.versions, [&](const VersionInfo* v) {
-    return !(v->pass != Pass::bwd && b.time_fwd) && !(v->pass != Pass::fwd && b.time_bwd);
-  });
+  // A version with none of the passes asked for is left out.
+  const auto timed = [&](const VersionInfo* v) {
+    return (v->pass != Pass::bwd && b.time_fwd) || (v->pass != Pass::fwd && b.time_bwd);
+  };
+  std::erase_if(b.versions, [&](const VersionInfo* v) { return !timed(v); });
   if (b.versions.empty())
     throw UsageError(std::string("no selected version has a ") +
                      (b.time_fwd ? "forward" : "backward") + " pass (--passes)");
