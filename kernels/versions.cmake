@@ -17,25 +17,27 @@
 #   VERSION_CXX_FLAGS    extra g++ flags for this folder's .cpp files
 #
 # Registration is a list generated at build time (gen_version_list.cmake), not static registrars:
-# the folders are compiled as OBJECT libraries added to flashlab_lib / flashlab_cuda, but a static
+# the folders are compiled as OBJECT libraries added to the versions library, but a static
 # registrar in a static library is still dropped by the linker when nothing refers to its object
 # file. The generated list refers to every folder's entry by name (flashlab::folders::v_<folder>),
 # so each folder's objects are pulled in, the order is the folder order (not the unspecified order
 # of static initialisation), and a folder that forgot its entry fails at link time naming it.
 # The same step hashes each folder's sources (SHA-256) into the binary, for the reports.
 #
-# Each folder is compiled with FLASHLAB_FOLDER=v_<folder> (src/version_folder.h): its entry and its
+# Each folder is compiled with FLASHLAB_FOLDER=v_<folder> (src/core/version.h): its entry and its
 # cross-file names live under that name, so `flashlab new NAME --from ID` copies a folder verbatim.
+# Its include root is the kernels view (src/layers.cmake): the core and kernels/common; its own
+# files it includes by their bare names.
 
 set(FLASHLAB_SOURCE_EXTENSIONS cpp cu cuh h hpp cmake)
 
-# Lists every hashed file of a directory (non-recursive: a folder is flat).
+# Lists every hashed file of a directory and its subfolders.
 function(flashlab_source_files dir out)
   set(patterns)
   foreach(ext ${FLASHLAB_SOURCE_EXTENSIONS})
     list(APPEND patterns ${dir}/*.${ext})
   endforeach()
-  file(GLOB files CONFIGURE_DEPENDS ${patterns})
+  file(GLOB_RECURSE files CONFIGURE_DEPENDS ${patterns})
   list(SORT files)
   set(${out} ${files} PARENT_SCOPE)
 endfunction()
@@ -80,8 +82,8 @@ function(flashlab_gencode_targets flags out)
   set(${out} "${t}" PARENT_SCOPE)
 endfunction()
 
-# Compiles one folder and appends its record to FLASHLAB_VERSION_RECORDS.
-function(flashlab_add_version_folder dir)
+# Compiles one folder into `library` and appends its record to FLASHLAB_VERSION_RECORDS.
+function(flashlab_add_version_folder library dir)
   file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR} ${dir})
   string(REGEX REPLACE "^kernels/" "" name "${rel}")
   string(MAKE_C_IDENTIFIER "v_${name}" sym)
@@ -106,16 +108,11 @@ function(flashlab_add_version_folder dir)
 
   add_library(flashlab_${sym} OBJECT ${cpp})
   target_compile_definitions(flashlab_${sym} PRIVATE FLASHLAB_FOLDER=${sym})
-  target_include_directories(flashlab_${sym} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}
-                                                     ${CMAKE_SOURCE_DIR}/kernels)
+  flashlab_layer(flashlab_${sym} kernels)
   target_link_libraries(flashlab_${sym} PRIVATE fmt::fmt nlohmann_json::nlohmann_json
                                                 OpenMP::OpenMP_CXX)
-  target_compile_options(flashlab_${sym} PRIVATE ${FLASHLAB_WARNINGS} ${FLASHLAB_HOST_ARCH}
-                                                 ${VERSION_CXX_FLAGS})
-  if(FLASHLAB_WITH_CUDA)
-    target_compile_definitions(flashlab_${sym} PRIVATE FLASHLAB_HAVE_CUDA=1)
-  endif()
-  target_sources(flashlab_lib PRIVATE $<TARGET_OBJECTS:flashlab_${sym}>)
+  target_compile_options(flashlab_${sym} PRIVATE ${VERSION_CXX_FLAGS})
+  target_sources(${library} PRIVATE $<TARGET_OBJECTS:flashlab_${sym}>)
 
   # The entries the folder declares: its own (FLASHLAB_VERSION) and any variants.
   flashlab_declared(FLASHLAB_VERSION FLASHLAB_VARIANT "${cpp}" has_main variants)
@@ -138,12 +135,11 @@ function(flashlab_add_version_folder dir)
       flashlab_gencode_targets("${gencode}" targets)
       add_library(flashlab_${sym}_cuda OBJECT ${cu})
       target_compile_definitions(flashlab_${sym}_cuda PRIVATE FLASHLAB_FOLDER=${sym})
-      target_include_directories(flashlab_${sym}_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src
-                                 ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/kernels)
+      flashlab_layer(flashlab_${sym}_cuda kernels)
       target_link_libraries(flashlab_${sym}_cuda PRIVATE fmt::fmt)
       target_compile_options(flashlab_${sym}_cuda PRIVATE
         $<$<COMPILE_LANGUAGE:CUDA>:${gencode} ${FLASHLAB_CUDA_COMMON_FLAGS} ${VERSION_CUDA_FLAGS}>)
-      target_sources(flashlab_cuda PRIVATE $<TARGET_OBJECTS:flashlab_${sym}_cuda>)
+      target_sources(${library} PRIVATE $<TARGET_OBJECTS:flashlab_${sym}_cuda>)
     endif()
   endif()
   if(built)
@@ -204,8 +200,8 @@ function(flashlab_declared main variant files out_main out_variants)
   set(${out_variants} ${names} PARENT_SCOPE)
 endfunction()
 
-# All folders, ladder first, then the exercises.
-function(flashlab_add_version_folders)
+# All folders, ladder first, then the exercises, into `library`, with the generated list.
+function(flashlab_add_version_folders library)
   file(GLOB ladder LIST_DIRECTORIES true CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/[0-9][0-9]_*)
   file(GLOB exercises LIST_DIRECTORIES true CONFIGURE_DEPENDS
        ${CMAKE_SOURCE_DIR}/kernels/exercises/*)
@@ -213,7 +209,7 @@ function(flashlab_add_version_folders)
   list(SORT exercises)
   foreach(dir ${ladder} ${exercises})
     if(IS_DIRECTORY ${dir})
-      flashlab_add_version_folder(${dir})
+      flashlab_add_version_folder(${library} ${dir})
     endif()
   endforeach()
 
@@ -232,5 +228,5 @@ function(flashlab_add_version_folders)
     DEPENDS ${spec} ${hashed} ${shared} ${CMAKE_SOURCE_DIR}/kernels/gen_version_list.cmake
     COMMENT "flashlab: version list and source hashes"
     VERBATIM)
-  target_sources(flashlab_lib PRIVATE ${out})
+  target_sources(${library} PRIVATE ${out})
 endfunction()

@@ -1,9 +1,9 @@
 // Bad input: one clear message on stderr ("flashlab: error: ..."), exit status 2, nothing on
 // stdout, no output file, and all of it before any large allocation (the shapes here would take
 // minutes or terabytes if validation came late).
-#include "build_info.h"
 #include <gtest/gtest.h>
 
+#include "build_info.h"
 #include "test_cli_helpers.h"
 
 namespace flashlab {
@@ -142,7 +142,7 @@ TEST(CliErrors, HelpAndVersionSucceed) {
   EXPECT_NE(r.out.find("Examples:"), std::string::npos);
   r = run_cli("--version");
   EXPECT_EQ(r.status, 0);
-  EXPECT_NE(r.out.find(FLASHLAB_VERSION), std::string::npos);
+  EXPECT_NE(r.out.find(FLASHLAB_TOOL_VERSION), std::string::npos);
 }
 
 }  // namespace flashlab

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/rng.h"
-#include "registry.h"
+#include "run/registry.h"
 #include "test_cli_helpers.h"
 #include "util/npy.h"
 

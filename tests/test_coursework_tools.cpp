@@ -10,9 +10,9 @@
 #include <set>
 #include <string>
 
-#include "registry.h"
 #include "report/json_doc.h"
 #include "report/schema_check.h"
+#include "run/registry.h"
 #include "test_cli_helpers.h"
 #include "util/sha256.h"
 

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "core/problem.h"
-#include "registry.h"
+#include "run/registry.h"
 
 namespace flashlab::testing {
 

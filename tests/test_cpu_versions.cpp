@@ -18,10 +18,13 @@
 
 #include "core/dtype.h"
 #include "core/rng.h"
-#include "labs/no_lse_backward.h"
 #include "reference/attention.h"
-#include "registry.h"
+#include "run/registry.h"
 #include "test_cpu_util.h"
+
+namespace flashlab::folders {
+extern const VersionEntry v_solution_ex3_no_lse;  // tests/exercise_solutions/ex3_no_lse
+}
 
 namespace flashlab {
 namespace {
@@ -139,7 +142,8 @@ void check_case(const Case& c, bool causal, DType t) {
   for (const VersionInfo& v : versions())
     if (v.cpu_backward != nullptr && v.cpu_forward == nullptr && !v.exercise)
       check_backward(v.id, v.cpu_backward, p, in, tiled, opt, ref_g, lowp_g);
-  check_backward("no-lse", lab::no_lse_backward, p, in, tiled, opt, ref_g, lowp_g);
+  check_backward("ex3-no-lse (solved)", folders::v_solution_ex3_no_lse.cpu_backward, p, in, tiled,
+                 opt, ref_g, lowp_g);
 }
 
 TEST(CpuVersions, MatchTheReferenceInFp64) {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "labs/gradcheck_run.h"
-#include "labs/no_lse_backward.h"
-#include "registry.h"
+#include "labs/01_gradcheck/gradcheck_run.h"
+#include "labs/lab.h"
+#include "run/registry.h"
 #include "run/runner.h"
 #include "test_cli_helpers.h"
 #include "test_cpu_util.h"
@@ -169,8 +169,32 @@ TEST(Exercises, SolutionsPassTheGradientCheck) {
   }
 }
 
+// The statistics pass of exercise 3, counted from first principles: for every Q block, Q_i read
+// once; for every K block that any of its rows sees, K_j read and S = Q_i K_j^T computed; LSE_i
+// written.
+Counters statistics_pass(const Problem& p, int B) {
+  const Shape& s = p.shape;
+  Counters c;
+  for (int64_t r0 = 0; r0 < s.Nq; r0 += B) {
+    const int64_t rows = std::min<int64_t>(B, s.Nq - r0);
+    c.elems_read += rows * s.d;
+    c.elems_written += rows;
+    for (int64_t c0 = 0; c0 < s.Nk; c0 += B) {
+      const int64_t cols = std::min<int64_t>(B, s.Nk - c0);
+      // The last row of the block sees the most keys: up to r0 + rows - 1 + (Nk - Nq).
+      if (p.causal && c0 > r0 + rows - 1 + (s.Nk - s.Nq)) continue;
+      c.elems_read += cols * s.d;
+      c.matmul_flops += 2 * rows * cols * s.d;
+    }
+  }
+  c.elems_read *= s.heads();
+  c.elems_written *= s.heads();
+  c.matmul_flops *= s.heads();
+  return c;
+}
+
 // What the solved schedules move: ex2 walks atomic-dq's schedule, so its counters are atomic-dq's;
-// ex3 rebuilds LSE as the no-lse lab's own answer does, so its counters are that answer's.
+// ex3 is atomic-dq plus the statistics pass.
 TEST(Exercises, SolvedSchedulesCountWhatTheirModelsCount) {
   const VersionInfo ex2 = solved(exercises()[1]), ex3 = solved(exercises()[2]);
   for (bool causal : {false, true})
@@ -184,12 +208,31 @@ TEST(Exercises, SolvedSchedulesCountWhatTheirModelsCount) {
       ex2.cpu_backward(p, {}, f, o, g, mine);
       find_version("atomic-dq")->cpu_backward(p, {}, f, o, g, theirs);
       EXPECT_EQ(mine, theirs) << "ex2 vs atomic-dq, N=" << N << (causal ? " causal" : "");
-      Counters mine3, lab3;
+      Counters mine3;
       ex3.cpu_backward(p, {}, f, o, g, mine3);
-      lab::no_lse_backward(p, {}, f, o, g, lab3);
-      EXPECT_EQ(mine3, lab3) << "ex3 vs the no-lse lab, N=" << N << (causal ? " causal" : "");
-      EXPECT_GT(mine3.matmul_flops, theirs.matmul_flops);
+      const Counters stats = statistics_pass(p, B);
+      EXPECT_EQ(mine3.matmul_flops, theirs.matmul_flops + stats.matmul_flops) << N;
+      EXPECT_EQ(mine3.elems_read, theirs.elems_read + stats.elems_read) << N;
+      EXPECT_EQ(mine3.elems_written, theirs.elems_written + stats.elems_written) << N;
+      EXPECT_GT(stats.matmul_flops, 0);
     }
+}
+
+// The no-lse lab checks a student's count: ex3 solved passes; a backward that rebuilds nothing
+// (atomic-dq's own, passed off as one without LSE) fails with the first N where it is off.
+TEST(Exercises, TheNoLseLabFailsAWrongCount) {
+  const VersionInfo ex3 = solved(exercises()[2]);
+  LabOptions o;
+  o.versions = {&ex3};
+  const Report good = find_lab("no-lse")->run(o);
+  EXPECT_TRUE(good.ok);
+  o.versions = {find_version("atomic-dq")};
+  const Report bad = find_lab("no-lse")->run(o);
+  EXPECT_FALSE(bad.ok);
+  bool named = false;
+  for (const std::string& line : bad.observations)
+    named = named || line.rfind("FAIL atomic-dq: at N = 512", 0) == 0;
+  EXPECT_TRUE(named);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "labs/gradcheck_run.h"
+#include "labs/01_gradcheck/gradcheck_run.h"
 
 namespace flashlab {
 namespace {

@@ -10,11 +10,11 @@
 #include <fstream>
 
 #include "cuda/runner.h"
-#include "labs/io.h"
-#include "labs/io_model.h"
+#include "labs/09_io/io.h"
+#include "labs/09_io/io_model.h"
 #include "plot/plot.h"
-#include "registry.h"
 #include "report/json_doc.h"
+#include "run/registry.h"
 #include "test_cli_helpers.h"
 
 namespace flashlab {

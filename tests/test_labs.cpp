@@ -8,7 +8,7 @@
 #include <set>
 
 #include "cuda/runner.h"
-#include "labs/hopper_pair.h"
+#include "labs/common/hopper_pair.h"
 #include "labs/lab.h"
 #include "report/render.h"
 

@@ -15,9 +15,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "registry.h"
 #include "run/config.h"
 #include "run/host_memory.h"
+#include "run/registry.h"
 #include "test_cli_helpers.h"
 
 extern char** environ;

@@ -37,7 +37,7 @@ TEST(ReportJson, DocumentShape) {
   EXPECT_EQ(doc["schema"], "flashlab.report/v1");
   EXPECT_EQ(doc["command"], "run");
   EXPECT_EQ(doc["tool"]["name"], "flashlab");
-  EXPECT_EQ(doc["tool"]["version"], FLASHLAB_VERSION);
+  EXPECT_EQ(doc["tool"]["version"], FLASHLAB_TOOL_VERSION);
   EXPECT_EQ(doc["tool"]["git_commit"], FLASHLAB_GIT_COMMIT);
   EXPECT_TRUE(doc["machine"]["cores"].get<int>() >= 1);
   EXPECT_FALSE(doc["machine"]["cpu"].get<std::string>().empty());

@@ -16,9 +16,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "common/cpu_tiles.h"
+#include "common/cpu/tiles.h"
 #include "core/dtype.h"
-#include "version_folder.h"
+#include "core/version.h"
 
 namespace flashlab::cpu {
 

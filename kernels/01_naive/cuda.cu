@@ -26,9 +26,9 @@
 #include <cstdint>
 #include <string>
 
-#include "common/check.cuh"
-#include "cuda/device_api.h"
-#include "cuda/runner.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
+#include "core/device_api.h"
 
 namespace flashlab::cuda {
 

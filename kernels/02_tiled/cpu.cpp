@@ -13,10 +13,10 @@
 #include <limits>
 #include <vector>
 
-#include "common/cpu_fwd.h"
-#include "common/cpu_tiles.h"
+#include "common/cpu/fwd.h"
+#include "common/cpu/tiles.h"
 #include "core/dtype.h"
-#include "version_folder.h"
+#include "core/version.h"
 
 namespace flashlab::cpu {
 
@@ -78,6 +78,13 @@ int64_t no_workspace(const Problem&, const CpuOptions&) {
   return 0;
 }
 
+// The forward is one kernel (fwd_kernel.cuh): it moves all the twin counts.
+std::vector<KernelCount> kernels(const Problem&, const CpuOptions&, bool backward,
+                                 const Counters& total) {
+  if (backward) return {};
+  return {{"fwd_kernel", total}};
+}
+
 }  // namespace
 
 }  // namespace flashlab::cpu
@@ -92,4 +99,6 @@ FLASHLAB_VERSION({
     .cpu_forward = cpu::tiled_forward,
     .cpu_backward = nullptr,
     .cpu_scratch_bytes = cpu::fwd_tile_scratch_bytes,
+    .feeds_backward = true,
+    .kernel_counts = cpu::kernels,
 });

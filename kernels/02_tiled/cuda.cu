@@ -38,7 +38,7 @@
 #include <cmath>
 #include <string>
 
-#include "cuda/device_api.h"
+#include "core/device_api.h"
 #include "fwd_launch.h"
 
 namespace flashlab::cuda {

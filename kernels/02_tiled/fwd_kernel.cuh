@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "common/check.cuh"
-#include "common/mma.cuh"
+#include "common/sm80/mma.cuh"
+#include "core/cuda_check.h"
 #include "fwd_launch.h"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd {

@@ -9,8 +9,9 @@
 // Every output block has exactly one owner, so nothing is added concurrently: deterministic.
 #include <vector>
 
-#include "common/cpu_bwd.h"
-#include "version_folder.h"
+#include "common/cpu/bwd.h"
+#include "common/cpu/kernel_counts.h"
+#include "core/version.h"
 
 namespace flashlab::cpu {
 
@@ -91,6 +92,17 @@ int64_t recompute_workspace(const Problem& p, const CpuOptions&) {
   return p.shape.lse_elems() * 4;
 }
 
+// Its CUDA kernels: preprocess, the outer-K pass without dQ, and the outer-Q dQ pass, which moves
+// the rest of the twin's count.
+std::vector<KernelCount> kernels(const Problem& p, const CpuOptions& o, bool backward,
+                                 const Counters& total) {
+  if (!backward) return {};
+  const Counters pre = preprocess_counts(p, o), outer_k = outer_k_counts_without_dq(p, o);
+  return {{"preprocess_kernel", pre},
+          {"outer_k_kernel", outer_k},
+          {"dq_outer_q_kernel", minus(minus(total, pre), outer_k)}};
+}
+
 }  // namespace
 
 }  // namespace flashlab::cpu
@@ -106,4 +118,5 @@ FLASHLAB_VERSION({
     .cpu_forward = nullptr,
     .cpu_backward = cpu::recompute_backward,
     .cpu_scratch_bytes = cpu::recompute_scratch_bytes,
+    .kernel_counts = cpu::kernels,
 });

@@ -5,15 +5,15 @@
 // P = exp2(S * scale*log2e - LSE*log2e) tile by tile. Nothing is written by two CTAs, so no
 // atomics: each gradient has one owner.
 //
-//   preprocess   D, LSE2                                        (common/bwd_preprocess.cuh)
+//   preprocess   D, LSE2                                        (common/fa2_bwd/preprocess.cuh)
 //   dK, dV       outer loop over K blocks (Bc = 128, 8 warps), inner over Q blocks
 //                (Br = 64 or 128): S^T, P^T, dV += P^T dO, dP^T, dS^T, dK += dS^T Q -- 4 matmuls
-//                                                              (common/bwd_outer_k.cuh,
+//                                                              (common/fa2_bwd/outer_k.cuh,
 //                                                              DqMode::none)
 //   dQ           outer loop over Q blocks (Br = 128, 8 warps: 4 x 2 tiles at d = 128, 8 x 1 at
 //                d = 64), inner over K blocks (Bc = 64): S, P, dP, dS, dQ += dS K -- 3 matmuls,
 //                S and dP computed a second time
-//                                                              (common/bwd_dq_outer_q.cuh)
+//                                                              (common/fa2_bwd/dq_outer_q.cuh)
 //
 //        dK,dV kernel                         dQ kernel
 //        K block j  -->  Q blocks i = 0..     Q block i  -->  K blocks j = 0..
@@ -29,10 +29,10 @@
 #include <map>
 #include <mutex>
 
-#include "common/bwd_dispatch.cuh"
-#include "common/bwd_params.h"
-#include "common/check.cuh"
-#include "cuda/device_api.h"
+#include "common/dispatch.cuh"
+#include "common/fa2_bwd/params.h"
+#include "core/cuda_check.h"
+#include "core/device_api.h"
 
 namespace flashlab::cuda {
 

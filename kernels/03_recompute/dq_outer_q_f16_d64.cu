@@ -1,5 +1,5 @@
 // One instantiation per file (dtype x head dim) so the heavy kernels compile in parallel.
-#include "common/bwd_dq_outer_q.cuh"
+#include "common/fa2_bwd/dq_outer_q.cuh"
 
 namespace flashlab::cuda {
 template void launch_bwd_dq_outer_q<__half, 64>(const BwdParams&, void*);

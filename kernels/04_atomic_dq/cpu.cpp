@@ -9,42 +9,32 @@
 //
 // The accumulator is float (double for fp64 problems). The workers really race: the order in
 // which partials reach an element changes from run to run, and so do dQ's last bits.
-#include <vector>
-
-#include "common/cpu_bwd.h"
-#include "version_folder.h"
+#include "common/cpu/bwd.h"
+#include "common/cpu/kernel_counts.h"
+#include "core/version.h"
 
 namespace flashlab::cpu {
 
 namespace {
 
-template <class T>
-void atomic_dq(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
-               Gradients& g, Counters& cnt) {
-  const Shape& s = p.shape;
-  prepare_gradients(p, o.dry_run, g);
-  const std::vector<T> D = preprocess_D<T>(p, in, fwd, o, cnt);
-  std::vector<T> accum(o.dry_run ? 0 : static_cast<size_t>(s.q_elems()), T(0));
-  AtomicAddDQ<T> dq{accum, s.Nq, s.d};
-  outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, dq);
-  convert_dq(p, o, accum, g, cnt);
-}
-
-// D, the outer-K pass's tiles and the dQ accumulator.
-int64_t atomic_dq_scratch_bytes(const Problem& p, const CpuOptions& o) {
-  return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems();
-}
-
-void atomic_dq_backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
-                        Gradients& g, Counters& cnt) {
+void backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
+              Gradients& g, Counters& cnt) {
   check_problem(p, o, "atomic_dq_backward");
   if (!o.dry_run) check_backward(p, in, fwd, "atomic_dq_backward");
-  with_compute_type(p.dtype, [&](auto zero) { atomic_dq<decltype(zero)>(p, in, fwd, o, g, cnt); });
+  with_compute_type(
+      p.dtype, [&](auto zero) { cpu::atomic_dq_backward<decltype(zero)>(p, in, fwd, o, g, cnt); });
 }
 
 // D plus one fp32 dQ accumulator.
-int64_t atomic_dq_workspace(const Problem& p, const CpuOptions&) {
+int64_t workspace(const Problem& p, const CpuOptions&) {
   return p.shape.lse_elems() * 4 + p.shape.q_elems() * 4;
+}
+
+// Its CUDA kernels: preprocess, the outer-K pass, the convert of the one accumulator.
+std::vector<KernelCount> kernels(const Problem& p, const CpuOptions& o, bool backward,
+                                 const Counters& total) {
+  if (!backward) return {};
+  return one_pass_backward_kernels(p, o, total, /*per_k_block_splits=*/false);
 }
 
 }  // namespace
@@ -58,8 +48,9 @@ FLASHLAB_VERSION({
             "buffer, then a convert pass scales and casts",
     .deterministic = false,
     .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator)",
-    .workspace_bytes = cpu::atomic_dq_workspace,
+    .workspace_bytes = cpu::workspace,
     .cpu_forward = nullptr,
-    .cpu_backward = cpu::atomic_dq_backward,
+    .cpu_backward = cpu::backward,
     .cpu_scratch_bytes = cpu::atomic_dq_scratch_bytes,
+    .kernel_counts = cpu::kernels,
 });

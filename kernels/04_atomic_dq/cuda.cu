@@ -5,13 +5,13 @@
 // adds the Br x d partial into one fp32 dQ accumulator at L2 (5 matmuls). A convert kernel
 // then scales the accumulator by the softmax scale and casts it to fp16/bf16.
 //
-//   preprocess   D = rowsum(O*dO), LSE2 = LSE*log2(e)          (common/bwd_preprocess.cuh)
+//   preprocess   D = rowsum(O*dO), LSE2 = LSE*log2(e)          (common/fa2_bwd/preprocess.cuh)
 //   memset       dQ_accum = 0                                  (part of every backward call)
 //   outer-K      grid (ceil(Nk/Bc), B*H), Bc = 128 keys, 8 warps, Br = 64 (d = 128) or 128
 //                (d = 64) queries per step
 //                dK, dV stored once per CTA; dQ_accum += dS K_j, one bulk reduce-add per step
 //                on sm_90 (red.global.add elsewhere)                      (bwd_outer_k.cuh)
-//   convert      dQ = scale * dQ_accum                         (common/bwd_convert.cuh)
+//   convert      dQ = scale * dQ_accum                         (common/fa2_bwd/convert.cuh)
 //
 //        K block j=0     j=1     j=2 ...           dQ_accum (fp32, B*H*Nq*d)
 //        +------+      +------+                   +------------------------+
@@ -23,10 +23,10 @@
 // reproducible). Extra memory: 2 padded fp32 rows (LSE2, D) and one fp32 copy of dQ.
 #include <cuda_runtime.h>
 
-#include "common/bwd_dispatch.cuh"
-#include "common/bwd_params.h"
-#include "common/check.cuh"
-#include "cuda/device_api.h"
+#include "common/dispatch.cuh"
+#include "common/fa2_bwd/params.h"
+#include "core/cuda_check.h"
+#include "core/device_api.h"
 
 namespace flashlab::cuda {
 

@@ -9,8 +9,9 @@
 // reproducible. The price is Tc splits of workspace and reading them all back.
 #include <vector>
 
-#include "common/cpu_bwd.h"
-#include "version_folder.h"
+#include "common/cpu/bwd.h"
+#include "common/cpu/kernel_counts.h"
+#include "core/version.h"
 
 namespace flashlab::cpu {
 
@@ -89,6 +90,13 @@ int64_t deterministic_dq_workspace(const Problem& p, const CpuOptions& o) {
   return 2 * p.shape.lse_elems() * 4 + splits * p.shape.q_elems() * 4;
 }
 
+// Its CUDA kernels: preprocess, the outer-K pass, the convert that sums the written splits.
+std::vector<KernelCount> kernels(const Problem& p, const CpuOptions& o, bool backward,
+                                 const Counters& total) {
+  if (!backward) return {};
+  return one_pass_backward_kernels(p, o, total, /*per_k_block_splits=*/true);
+}
+
 }  // namespace
 
 }  // namespace flashlab::cpu
@@ -105,4 +113,5 @@ FLASHLAB_VERSION({
     .cpu_forward = nullptr,
     .cpu_backward = cpu::deterministic_dq_backward,
     .cpu_scratch_bytes = cpu::deterministic_dq_scratch_bytes,
+    .kernel_counts = cpu::kernels,
 });

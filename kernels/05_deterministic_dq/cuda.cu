@@ -25,9 +25,9 @@
 // H = 16, N = 16384 on 132 SMs: 8 splits, 1.1 GB), where one split per K block would need 128.
 #include <cuda_runtime.h>
 
-#include "common/bwd_dispatch.cuh"
-#include "common/bwd_params.h"
-#include "cuda/device_api.h"
+#include "common/dispatch.cuh"
+#include "common/fa2_bwd/params.h"
+#include "core/device_api.h"
 
 namespace flashlab::cuda {
 
@@ -35,7 +35,7 @@ namespace {
 
 // The same count for the workspace and the launch: a pure function of the problem and the GPU.
 int64_t split_count(const Problem& p) {
-  return bwd_dq_splits(p, bwd_device_sms(), kOuterKBc);
+  return bwd_dq_splits(p, device_info().sms, kOuterKBc);
 }
 
 size_t deterministic_workspace(const Problem& p) {

@@ -26,7 +26,7 @@
 //   Q, dO         [kStages][D/64][Br][64]
 //   LSE2, D       [kStages][Br] fp32
 //   dS^T          [Br/64][Bc][64]
-//   dQ staging    [2][Br][D] fp32, columns permuted as in the accumulator (bwd_tiles.cuh)
+//   dQ staging    [2][Br][D] fp32, columns permuted as in the accumulator (sm80/tiles.cuh)
 //   barriers      kv_full, q_full[s], q_empty[s], dq_full[2], dq_empty[2]
 // 208 KiB at d = 128, 192 KiB at d = 64.
 //
@@ -37,12 +37,12 @@
 #include <cstdint>
 
 #include "bwd_params.h"
-#include "common/bwd_tiles.cuh"
-#include "common/check.cuh"
-#include "common/mma.cuh"
-#include "common/sm90_sync.cuh"
-#include "common/sm90_tma.cuh"
-#include "common/sm90_wgmma.cuh"
+#include "common/sm80/mma.cuh"
+#include "common/sm80/tiles.cuh"
+#include "common/sm90/sync.cuh"
+#include "common/sm90/tma.cuh"
+#include "common/sm90/wgmma.cuh"
+#include "core/cuda_check.h"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
@@ -143,8 +143,7 @@ __device__ void produce(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int 
     sm90::mbar_arrive_expect_tx(sm.q_full + s, 2 * Br * D * 2 + 2 * Br * 4);
     for (int blk = 0; blk < D / 64; ++blk) {
       sm90::tma_load_3d(sm.q(s) + blk * Br * 64, &p.q_map, 64 * blk, i * Br, head, sm.q_full + s);
-      sm90::tma_load_3d(sm.dO(s) + blk * Br * 64, &p.do_map, 64 * blk, i * Br, head,
-                        sm.q_full + s);
+      sm90::tma_load_3d(sm.dO(s) + blk * Br * 64, &p.do_map, 64 * blk, i * Br, head, sm.q_full + s);
     }
     sm90::bulk_load(sm.lse2(s), p.b.LSE2 + rows + i * Br, Br * 4, sm.q_full + s);
     sm90::bulk_load(sm.d(s), p.b.D + rows + i * Br, Br * 4, sm.q_full + s);
@@ -223,7 +222,7 @@ struct Consumer {
 
   float dk[NKV], dv[NKV];
 
-  // Accumulator element e of this thread (sm90_wgmma.cuh): row 16 (t/32) + g + 8 ((e>>1)&1),
+  // Accumulator element e of this thread (sm90/wgmma.cuh): row 16 (t/32) + g + 8 ((e>>1)&1),
   // column 8 (e>>2) + 2 q + (e&1), where lane = 4 g + q.
   __device__ int row_of(int e) const { return 16 * (t / 32) + (t % 32) / 4 + 8 * ((e >> 1) & 1); }
   __device__ int col_of(int e) const { return 8 * (e >> 2) + 2 * (t % 4) + (e & 1); }

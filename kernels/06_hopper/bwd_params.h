@@ -5,14 +5,14 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "common/bwd_params.h"
+#include "common/fa2_bwd/params.h"
 #include "schedule.h"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
 // One backward. The tensor maps describe Q, dO (boxes of Br rows), K, V (Bc rows) for the loads
 // and dK, dV (64 rows: one consumer warpgroup's keys) for the stores; `b` is what every backward
-// of the ladder is told (common/bwd_params.h): the workspace with LSE2, D and the fp32 dQ
+// of the ladder is told (common/fa2_bwd/params.h): the workspace with LSE2, D and the fp32 dQ
 // accumulator, the sizes, the causal offset and the scales.
 struct BwdParams {
   CUtensorMap q_map, do_map, k_map, v_map, dk_map, dv_map;

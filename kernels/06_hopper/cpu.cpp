@@ -14,7 +14,7 @@
 // What the twin cannot show is the overlap (copies, products and softmax at once): that is
 // measured by the ablation on the GPU (`flashlab lab hopper`).
 //
-// The backward is FA2's outer-K pass (common/cpu_bwd.h), as the CUDA kernel runs it: one worker
+// The backward is FA2's outer-K pass (common/cpu/bwd.h), as the CUDA kernel runs it: one worker
 // per (head, K block j) walks the Q blocks that see its keys, dK_j and dV_j on chip, and adds each
 // dQ_i partial into an accumulator. hopper's workers race (atomic adds, as the bulk reduce-adds
 // race at L2). hopper-deterministic's take turns: worker j adds into split j mod 2 of Q block i
@@ -30,12 +30,12 @@
 #include <thread>
 #include <vector>
 
-#include "common/cpu_bwd.h"
-#include "common/cpu_fwd.h"
-#include "common/cpu_tiles.h"
+#include "common/cpu/bwd.h"
+#include "common/cpu/fwd.h"
+#include "common/cpu/tiles.h"
 #include "core/dtype.h"
+#include "core/version.h"
 #include "schedule.h"
-#include "version_folder.h"
 
 namespace flashlab::cpu {
 

@@ -42,10 +42,10 @@
 
 #include "ablation.h"
 #include "bwd_params.h"
-#include "common/check.cuh"
-#include "common/tensor_map.h"
-#include "cuda/device_api.h"
-#include "cuda/runner.h"
+#include "common/sm90/tensor_map.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
+#include "core/device_api.h"
 #include "fwd_params.h"
 #include "util/error.h"
 
@@ -86,7 +86,7 @@ std::string hopper_check(const Problem& p) {
 }
 
 // The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
-// accumulator: common/bwd_params.h), and after it the forward's tile counter (the dynamic order
+// accumulator: common/fa2_bwd/params.h), and after it the forward's tile counter (the dynamic order
 // of causal tiles: fwd_schedule.cuh).
 size_t tile_counter_offset(const Problem& p) {
   return bwd_workspace_bytes(p, 1);
@@ -254,12 +254,6 @@ std::span<const AblationVariant> hopper_ablation() {
 }
 
 }  // namespace
-
-namespace FLASHLAB_FOLDER::hopper_fwd {
-int device_sms() {
-  return device_info().sms;
-}
-}  // namespace FLASHLAB_FOLDER::hopper_fwd
 
 }  // namespace flashlab::cuda
 

@@ -19,9 +19,9 @@
 
 #include <cmath>
 
-#include "common/mma.cuh"
-#include "common/sm90_sync.cuh"
-#include "common/sm90_wgmma.cuh"
+#include "common/sm80/mma.cuh"
+#include "common/sm90/sync.cuh"
+#include "common/sm90/wgmma.cuh"
 #include "fwd_epilogue.cuh"
 #include "fwd_producer.cuh"
 
@@ -218,7 +218,7 @@ struct Consumer {
     for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
   }
 
-  // The S accumulators, in pairs, become P's A operand (same layout: see sm90_wgmma.cuh).
+  // The S accumulators, in pairs, become P's A operand (same layout: see sm90/wgmma.cuh).
   __device__ void pack_p() {
 #pragma unroll
     for (int k = 0; k < NP; ++k) pf[k] = ElemTraits<T>::pack(s[2 * k], s[2 * k + 1]);

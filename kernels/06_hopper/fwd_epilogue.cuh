@@ -12,10 +12,10 @@
 
 #include <cmath>
 
-#include "common/mma.cuh"
-#include "common/sm90_sync.cuh"
-#include "common/sm90_tma.cuh"
-#include "common/sm90_wgmma.cuh"
+#include "common/sm80/mma.cuh"
+#include "common/sm90/sync.cuh"
+#include "common/sm90/tma.cuh"
+#include "common/sm90/wgmma.cuh"
 #include "fwd_schedule.cuh"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {

@@ -8,7 +8,8 @@
 
 #include <algorithm>
 
-#include "common/check.cuh"
+#include "core/cuda_check.h"
+#include "core/device.h"
 #include "fwd_consumer.cuh"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
@@ -98,9 +99,6 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
 #endif
 }
 
-// SMs of the current device (a persistent grid has one block on each).
-int device_sms();
-
 template <class T, int D, bool kCausal, unsigned kIdeas>
 void launch_fwd(const FwdParams& p, cudaStream_t stream) {
   using Tr = FwdTraits<D, kCausal>;
@@ -113,7 +111,7 @@ void launch_fwd(const FwdParams& p, cudaStream_t stream) {
     return true;
   }();
   (void)smem_raised;
-  const int blocks = kPersistentGrid<Tr, kIdeas> ? std::min(p.tiles, device_sms()) : p.tiles;
+  const int blocks = kPersistentGrid<Tr, kIdeas> ? std::min(p.tiles, device_info().sms) : p.tiles;
   if constexpr (kDynamicOrder<Tr, kIdeas>)  // the counter hands out tiles blocks, blocks + 1, ...
     FLASHLAB_CUDA_CHECK(cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream));
   kernel<<<blocks, kThreads<Tr, kIdeas>, kSmem, stream>>>(p);

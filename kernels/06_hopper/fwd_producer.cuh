@@ -8,8 +8,8 @@
 // barrier when they land.
 #pragma once
 
-#include "common/sm90_tma.cuh"
-#include "common/sm90_wgmma.cuh"
+#include "common/sm90/tma.cuh"
+#include "common/sm90/wgmma.cuh"
 #include "fwd_schedule.cuh"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {

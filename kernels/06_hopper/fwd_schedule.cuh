@@ -27,7 +27,7 @@
 
 #include <cstdint>
 
-#include "common/sm90_sync.cuh"
+#include "common/sm90/sync.cuh"
 #include "fwd_params.h"
 #include "schedule.h"
 
@@ -132,11 +132,11 @@ struct Smem {
 // producer's 128 threads, at 40 registers, spill when they take their tiles from the ring too, so
 // that variant of the ablation runs causal tiles one block each.
 template <class Tr, unsigned kIdeaBits>
-constexpr bool kPersistentGrid = ideas_of(kIdeaBits).persistent &&
-                                 ideas_of(kIdeaBits).warp_specialized &&
-                                 (ideas_of(kIdeaBits).tma || !Tr::kDynamic);
+constexpr bool kPersistentGrid =
+    ideas_of(kIdeaBits).persistent&& ideas_of(kIdeaBits).warp_specialized &&
+    (ideas_of(kIdeaBits).tma || !Tr::kDynamic);
 template <class Tr, unsigned kIdeaBits>
-constexpr bool kDynamicOrder = kPersistentGrid<Tr, kIdeaBits> && Tr::kDynamic;
+constexpr bool kDynamicOrder = kPersistentGrid<Tr, kIdeaBits>&& Tr::kDynamic;
 
 // The block's n-th tile (p.tiles or more: the block is done). Every thread of the block walks
 // the same sequence: in the dynamic order one thread of the producer (`announcer`) claims each

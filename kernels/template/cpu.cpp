@@ -5,12 +5,12 @@
 // A version folder declares itself and nothing else lists it:
 //   - FLASHLAB_VERSION({...}) at the end of this file is its registry entry;
 //   - the CPU twin below walks the same block schedule as the CUDA kernel, in plain loops over
-//     tiles (kernels/common/cpu_tiles.h, cpu_bwd.h have the pieces), and counts FLOPs and traffic;
+//     tiles (kernels/common/cpu/tiles.h, cpu/bwd.h have the pieces), and counts FLOPs and traffic;
 //   - everything else in the folder stays file-local (the anonymous namespace) or, shared between
 //     the folder's files, in namespace flashlab::cpu::FLASHLAB_FOLDER.
 // Until the twin is written, `flashlab run --versions NAME` says where it stops (exit 1).
-#include "common/cpu_bwd.h"
-#include "version_folder.h"
+#include "common/cpu/bwd.h"
+#include "core/version.h"
 
 namespace flashlab::cpu {
 

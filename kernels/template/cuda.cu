@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "common/check.cuh"
-#include "cuda/device_api.h"
+#include "core/cuda_check.h"
+#include "core/device_api.h"
 #include "util/error.h"
 
 namespace flashlab::cuda {

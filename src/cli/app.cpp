@@ -82,8 +82,8 @@ void build_app(CLI::App& app, Action& action) {
       "fp64 reference");
   app.footer(kFooter);
   app.require_subcommand(1);
-  app.set_version_flag(
-      "--version", std::string("flashlab ") + FLASHLAB_VERSION + " (" + FLASHLAB_GIT_COMMIT + ")");
+  app.set_version_flag("--version", std::string("flashlab ") + FLASHLAB_TOOL_VERSION + " (" +
+                                        FLASHLAB_GIT_COMMIT + ")");
   register_list(app, action);
   register_run(app, action);
   register_gradcheck(app, action);

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <iostream>
 
-#include "registry.h"
 #include "report/json_doc.h"
+#include "run/registry.h"
 #include "util/error.h"
 
 namespace flashlab::cli {

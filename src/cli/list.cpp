@@ -3,7 +3,7 @@
 
 #include "cli/common.h"
 #include "cuda/runner.h"
-#include "registry.h"
+#include "run/registry.h"
 #include "util/sysinfo.h"
 
 namespace flashlab::cli {

@@ -8,7 +8,7 @@
 #include <regex>
 #include <sstream>
 
-#include "registry.h"
+#include "run/registry.h"
 #include "util/error.h"
 
 namespace flashlab {

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "common/check.cuh"
-#include "common/mma.cuh"
+#include "common/sm80/mma.cuh"
+#include "core/cuda_check.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "cuda/ceilings.h"

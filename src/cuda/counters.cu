@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "common/check.cuh"
+#include "core/cuda_check.h"
 #include "cuda/counters.h"
 #include "cuda/runner.h"
 

@@ -9,15 +9,6 @@
 
 namespace flashlab::cuda {
 
-const DeviceInfo& device_info() {
-  static const DeviceInfo info = [] {
-    DeviceInfo d;
-    d.why_absent = "this flashlab was built without CUDA (FLASHLAB_CUDA=OFF or no nvcc found)";
-    return d;
-  }();
-  return info;
-}
-
 int64_t required_device_bytes(const Version&, const Problem&) {
   return 0;
 }

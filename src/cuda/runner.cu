@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/check.cuh"
+#include "core/cuda_check.h"
 #include "core/dtype.h"
 #include "cuda/runner.h"
 
@@ -167,48 +167,6 @@ int64_t flush_bytes() {
 }
 
 }  // namespace
-
-const DeviceInfo& device_info() {
-  static const DeviceInfo info = [] {
-    DeviceInfo d;
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) {
-      int driver = 0;
-      cudaDriverGetVersion(&driver);
-      d.why_absent = driver == 0
-                         ? std::string("no NVIDIA driver is installed (no GPU on this machine?)")
-                         : std::string("no usable CUDA device: ") + cudaGetErrorString(err);
-      cudaGetLastError();  // clear the error so later calls start clean
-      return d;
-    }
-    if (count == 0) {
-      d.why_absent = "no CUDA device found";
-      return d;
-    }
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
-      d.why_absent = "cannot read the properties of CUDA device 0";
-      cudaGetLastError();
-      return d;
-    }
-    d.present = true;
-    d.name = prop.name;
-    d.cc_major = prop.major;
-    d.cc_minor = prop.minor;
-    d.sms = prop.multiProcessorCount;
-    d.total_bytes = static_cast<int64_t>(prop.totalGlobalMem);
-    d.l2_bytes = prop.l2CacheSize;
-    cudaDriverGetVersion(&d.driver_version);
-    cudaRuntimeGetVersion(&d.runtime_version);
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-      d.free_bytes = static_cast<int64_t>(free_b);
-    cudaGetLastError();
-    return d;
-  }();
-  return info;
-}
 
 int64_t required_device_bytes(const Version& v, const Problem& p) {
   return tensor_bytes(sizes_of(v, p));

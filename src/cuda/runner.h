@@ -7,25 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+#include "core/device_api.h"
 #include "core/problem.h"
 #include "cuda/counters.h"
-#include "cuda/device_api.h"
 
 namespace flashlab::cuda {
-
-struct DeviceInfo {
-  bool present = false;
-  std::string why_absent;  // set when present == false: no CUDA build, no device, driver error
-  std::string name;
-  int cc_major = 0, cc_minor = 0;
-  int sms = 0;
-  int64_t total_bytes = 0, free_bytes = 0;
-  int64_t l2_bytes = 0;
-  int driver_version = 0, runtime_version = 0;
-};
-
-// Cheap; cached after the first call.
-const DeviceInfo& device_info();
 
 struct RunOptions {
   int warmup = 3;

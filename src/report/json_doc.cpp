@@ -7,7 +7,7 @@
 
 #include "build_info.h"
 #include "cuda/runner.h"
-#include "registry.h"
+#include "run/registry.h"
 #include "util/sysinfo.h"
 
 namespace flashlab {
@@ -92,8 +92,9 @@ json to_json(const Report& r) {
   json doc;
   doc["schema"] = kReportSchema;
   doc["command"] = r.command;
-  doc["tool"] = {
-      {"name", "flashlab"}, {"version", FLASHLAB_VERSION}, {"git_commit", FLASHLAB_GIT_COMMIT}};
+  doc["tool"] = {{"name", "flashlab"},
+                 {"version", FLASHLAB_TOOL_VERSION},
+                 {"git_commit", FLASHLAB_GIT_COMMIT}};
   doc["created_utc"] = utc_now();
   doc["machine"] = machine_json();
   doc["config"] = r.config.is_null() ? json::object() : sanitize(r.config);

@@ -73,7 +73,7 @@ Verdicts check_config(const BenchConfig& b, DType dt, int64_t d, bool causal, Pr
   const Forward* tf = nullptr;
   for (const VersionInfo* v : b.versions) {
     if (v->pass == Pass::bwd && !tf) {
-      shared = tiled_forward(cc, ref.inputs);
+      shared = shared_forward(cc, ref.inputs);
       tf = &shared;
     }
     VersionOutcome o = run_version(cc, *v, ref.inputs, tf, progress,
@@ -121,7 +121,7 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
       }
     }
     if (v->pass == Pass::bwd && !tf) {
-      shared = tiled_forward(rc, in);
+      shared = shared_forward(rc, in);
       tf = &shared;
     }
     // Its forward only (--passes fwd): a copy of the entry without the backward, so that the timed
@@ -221,7 +221,7 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
   json versions = json::array();
   for (const VersionInfo* v : b.versions) versions.push_back(v->id);
   for (const VersionInfo* v : b.versions) rep.version_ids.push_back(v->id);
-  rep.version_ids.push_back("tiled");  // feeds the backward-only versions
+  rep.version_ids.push_back(feeding_forward().id);  // feeds the backward-only versions
   json dtypes = json::array(), causal = json::array(), passes = json::array();
   if (b.time_fwd) passes.push_back("fwd");
   if (b.time_bwd) passes.push_back("bwd");

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/problem.h"
-#include "registry.h"
 #include "report/report.h"
+#include "run/registry.h"
 
 namespace flashlab {
 

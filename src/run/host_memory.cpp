@@ -39,13 +39,13 @@ bool has_backward_only(const RunConfig& c) {
   return false;
 }
 
-// The tiled forward the backward-only versions read: its output, and while it runs its twin's
-// buffers.
+// The feeding forward the backward-only versions read (run/registry.h): its output, and while it
+// runs its twin's buffers.
 double shared_forward_bytes(const RunConfig& c, bool running) {
   const Shape& s = c.problem.shape;
   double bytes = 8.0 * (s.q_elems() + s.lse_elems());
   if (running && c.backend == Backend::cpu)
-    bytes += static_cast<double>(find_version("tiled")->cpu_scratch_bytes(c.problem, c.cpu));
+    bytes += static_cast<double>(feeding_forward().cpu_scratch_bytes(c.problem, c.cpu));
   return bytes;
 }
 

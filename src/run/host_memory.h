@@ -34,7 +34,7 @@ double run_host_bytes(const RunConfig& c);
 // threads.
 void check_host_room(const RunConfig& c, double need, const std::string& what);
 
-// One timed point of `flashlab bench`: its inputs, the shared tiled forward, one version at a time.
+// One timed point of `flashlab bench`: its inputs, the shared (feeding) forward, one version at a time.
 double bench_point_host_bytes(const RunConfig& c);
 
 }  // namespace flashlab

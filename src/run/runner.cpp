@@ -48,7 +48,7 @@ void drop(HostTensor& t) {
 // The CPU twin: warm-up + timed runs (at least two runs in all, so bitwise repeat is measured).
 // Every run's outputs are compared bit for bit with the first run's.
 VersionOutcome run_cpu(const RunConfig& c, const VersionInfo& v, const Inputs& in,
-                       const Forward* tiled_fwd, Progress& progress, const std::string& label) {
+                       const Forward* shared_fwd, Progress& progress, const std::string& label) {
   const Problem& p = c.problem;
   const Shape& s = p.shape;
   VersionOutcome out;
@@ -72,7 +72,7 @@ VersionOutcome run_cpu(const RunConfig& c, const VersionInfo& v, const Inputs& i
       if (timed) fwd_ms.push_back(ms);
     }
     if (out.has_bwd) {
-      const Forward& from = out.has_fwd ? f : *tiled_fwd;
+      const Forward& from = out.has_fwd ? f : *shared_fwd;
       poison(g, s);
       const double ms = time_ms([&] { v.cpu_backward(p, in, from, c.cpu, g, counters); });
       if (timed) bwd_ms.push_back(ms);
@@ -93,7 +93,7 @@ VersionOutcome run_cpu(const RunConfig& c, const VersionInfo& v, const Inputs& i
 }
 
 VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs& in,
-                          const Forward* tiled_fwd, Progress& progress, const std::string& label) {
+                          const Forward* shared_fwd, Progress& progress, const std::string& label) {
   progress.step(label);
   VersionOutcome out;
   out.version = &v;
@@ -103,7 +103,7 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   opt.warmup = c.warmup;
   opt.repeats = c.repeats;
   opt.bitwise_repeats = c.bitwise_repeats;
-  cuda::RunResult r = cuda::run(*v.cuda, c.problem, in, out.has_fwd ? nullptr : tiled_fwd, opt);
+  cuda::RunResult r = cuda::run(*v.cuda, c.problem, in, out.has_fwd ? nullptr : shared_fwd, opt);
   out.fwd = std::move(r.fwd);
   drop(out.fwd.P);
   out.grads = std::move(r.grads);
@@ -119,9 +119,10 @@ const char* kOutputs[] = {"O", "LSE", "dQ", "dK", "dV"};
 
 }  // namespace
 
-// O and LSE for the backward-only versions: the tiled forward of the same backend, once, untimed.
-Forward tiled_forward(const RunConfig& c, const Inputs& in) {
-  const VersionInfo* t = find_version("tiled");
+// O and LSE for the backward-only versions: the registry's feeding forward (tiled) on the same
+// backend, once, untimed.
+Forward shared_forward(const RunConfig& c, const Inputs& in) {
+  const VersionInfo* t = &feeding_forward();
   if (c.backend == Backend::cuda) {
     cuda::RunOptions opt;
     opt.warmup = 0;
@@ -137,10 +138,11 @@ Forward tiled_forward(const RunConfig& c, const Inputs& in) {
 }
 
 VersionOutcome run_version(const RunConfig& c, const VersionInfo& v, const Inputs& in,
-                           const Forward* tiled_fwd, Progress& progress, const std::string& label) {
+                           const Forward* shared_fwd, Progress& progress,
+                           const std::string& label) {
   try {
-    return c.backend == Backend::cuda ? run_device(c, v, in, tiled_fwd, progress, label)
-                                      : run_cpu(c, v, in, tiled_fwd, progress, label);
+    return c.backend == Backend::cuda ? run_device(c, v, in, shared_fwd, progress, label)
+                                      : run_cpu(c, v, in, shared_fwd, progress, label);
   } catch (const NotImplemented& e) {
     VersionOutcome out;
     out.version = &v;
@@ -200,28 +202,28 @@ RunOutcome prepare(const RunConfig& c, Progress& progress) {
 RunOutcome run_versions(const RunConfig& c, Progress& progress) {
   RunOutcome r = prepare(c, progress);
 
-  // The tiled forward feeds the backward-only versions: reuse tiled's own first run when selected.
-  bool need_tiled = false;
-  for (const VersionInfo* v : c.versions) need_tiled = need_tiled || v->pass == Pass::bwd;
+  // The feeding forward serves the backward-only versions: its own first run when it is selected.
+  bool need_shared = false;
+  for (const VersionInfo* v : c.versions) need_shared = need_shared || v->pass == Pass::bwd;
   Forward shared;
-  const Forward* tiled_fwd = nullptr;
+  const Forward* shared_fwd = nullptr;
   size_t k = 0;
   for (const VersionInfo* v : c.versions) {
     ++k;
-    if (v->pass == Pass::bwd && !tiled_fwd) {
-      progress.step("run: tiled forward for the backward versions");
-      shared = tiled_forward(c, r.inputs);
-      tiled_fwd = &shared;
+    if (v->pass == Pass::bwd && !shared_fwd) {
+      progress.step(fmt::format("run: {} forward for the backward versions", feeding_forward().id));
+      shared = shared_forward(c, r.inputs);
+      shared_fwd = &shared;
     }
     const std::string label =
         fmt::format("run: {} on {} ({}/{})", v->id, to_string(c.backend), k, c.versions.size());
-    VersionOutcome o = run_version(c, *v, r.inputs, tiled_fwd, progress, label);
+    VersionOutcome o = run_version(c, *v, r.inputs, shared_fwd, progress, label);
     judge(o, r);
     r.versions.push_back(std::move(o));
-    // tiled's own output serves the backward versions that come after it.
-    if (need_tiled && !tiled_fwd && std::string(v->id) == "tiled") {
+    // Its own output serves the backward versions that come after it.
+    if (need_shared && !shared_fwd && v == &feeding_forward()) {
       shared = r.versions.back().fwd;
-      tiled_fwd = &shared;
+      shared_fwd = &shared;
     }
   }
   return r;
@@ -332,8 +334,8 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   for (const VersionOutcome& v : r.versions) any_bwd_only = any_bwd_only || !v.has_fwd;
   if (any_bwd_only)
     rep.observations.push_back(
-        fmt::format("Backward-only versions take O and LSE from the tiled forward on {}.",
-                    to_string(c.backend)));
+        fmt::format("Backward-only versions take O and LSE from the {} forward on {}.",
+                    feeding_forward().id, to_string(c.backend)));
   rep.observations.push_back(fmt::format(
       "fp64 reference (forward + backward from stored P) took {:.2f} s; the error budget's "
       "straightforward {} computation took {:.2f} s.",
@@ -347,9 +349,9 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   rep.figures["host_memory_estimate"] = {{"value", run_host_bytes(c)}, {"unit", "B"}};
   rep.ok = failing == 0;
   for (const VersionInfo* v : c.versions) rep.version_ids.push_back(v->id);
-  if (any_bwd_only &&
-      std::find(rep.version_ids.begin(), rep.version_ids.end(), "tiled") == rep.version_ids.end())
-    rep.version_ids.push_back("tiled");
+  if (any_bwd_only && std::find(rep.version_ids.begin(), rep.version_ids.end(),
+                                feeding_forward().id) == rep.version_ids.end())
+    rep.version_ids.push_back(feeding_forward().id);
   return rep;
 }
 

@@ -5,8 +5,8 @@
 //   3. each version on the backend: warm-up runs, timed runs, every run's outputs compared bitwise
 //      with the first; the first run's outputs compared with the reference
 //
-// Backward-only versions take O and LSE from the tiled forward of the same backend (run once,
-// untimed); naive's backward uses naive's own forward, whose P it needs.
+// Backward-only versions take O and LSE from the registry's feeding forward (tiled) on the same
+// backend (run once, untimed); naive's backward uses naive's own forward, whose P it needs.
 #pragma once
 
 #include <map>
@@ -51,12 +51,12 @@ struct RunOutcome {
 };
 
 // One version on the configured backend: warm-up, timed runs, bitwise repeat; not yet judged.
-// tiled_fwd: O and LSE for a backward-only version (see tiled_forward).
+// shared_fwd: O and LSE for a backward-only version (see shared_forward).
 VersionOutcome run_version(const RunConfig& c, const VersionInfo& v, const Inputs& in,
-                           const Forward* tiled_fwd, Progress& progress, const std::string& label);
+                           const Forward* shared_fwd, Progress& progress, const std::string& label);
 
-// The tiled forward of the configured backend, once, untimed.
-Forward tiled_forward(const RunConfig& c, const Inputs& in);
+// The feeding forward (run/registry.h) on the configured backend, once, untimed.
+Forward shared_forward(const RunConfig& c, const Inputs& in);
 
 // Inputs, the fp64 reference and the error budget (steps 1 and 2 above).
 RunOutcome prepare(const RunConfig& c, Progress& progress);

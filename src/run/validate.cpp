@@ -25,7 +25,7 @@ void check_range(const char* what, int64_t x, int64_t lo, int64_t hi) {
     throw UsageError(fmt::format("{} must be in {}..{} (got {})", what, lo, hi, x));
 }
 
-bool needs_tiled_forward(const RunConfig& c) {
+bool needs_shared_forward(const RunConfig& c) {
   for (const VersionInfo* v : c.versions)
     if (v->pass == Pass::bwd) return true;
   return false;
@@ -108,9 +108,10 @@ void validate_run(const RunConfig& c) {
     check_range("--threads", c.cpu.threads, 0, kMaxThreads);
     return;
   }
-  // On the device each version says what it supports. Backward-only versions also need tiled.
+  // On the device each version says what it supports. Backward-only versions also need the
+  // feeding forward.
   std::vector<const VersionInfo*> todo = c.versions;
-  if (needs_tiled_forward(c)) todo.push_back(find_version("tiled"));
+  if (needs_shared_forward(c)) todo.push_back(&feeding_forward());
   for (const VersionInfo* v : todo) {
     const std::string unavailable = cuda_unavailable(*v);
     if (!unavailable.empty())

@@ -1,6 +1,7 @@
 // Hardware counters and the machine's ceilings on a real GPU. Without a device every test skips;
 // where the counters cannot be read (no libcupti, no permission) the counter tests skip with
 // CUPTI's reason, which the io lab prints too.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,13 +12,11 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "core/rng.h"
 #include "cuda/ceilings.h"
 #include "cuda/counters.h"
 #include "gpu_check.h"
-#include "registry.h"
+#include "run/registry.h"
 
 namespace flashlab {
 namespace {
@@ -184,16 +183,14 @@ TEST(CountersExperiment, DISABLED_L2CleanModes) {
   const double q = static_cast<double>(p.shape.q_elems());
   const double outputs = 2 * q + 4 * static_cast<double>(p.shape.lse_elems());
   const char* list = std::getenv("FLASHLAB_L2_CLEAN_MODES");
-  std::istringstream modes(list && *list
-                               ? list
-                               : "read write-discard none write rotate read16 write-read "
-                                 "prefetch read write-discard");
+  std::istringstream modes(list && *list ? list
+                                         : "read write-discard none write rotate read16 write-read "
+                                           "prefetch read write-discard");
   const char* before = std::getenv("FLASHLAB_L2_CLEAN");
   const std::string saved = before ? before : "";
   std::cout << "l2clean L2 " << cuda::device_info().l2_bytes / 1e6 << " MB; tiled outputs "
-            << outputs / 1e6 << " MB, inputs " << 6 * q / 1e6
-            << " MB; preprocess writes D, " << 4 * static_cast<double>(p.shape.lse_elems()) / 1e6
-            << " MB" << std::endl;
+            << outputs / 1e6 << " MB, inputs " << 6 * q / 1e6 << " MB; preprocess writes D, "
+            << 4 * static_cast<double>(p.shape.lse_elems()) / 1e6 << " MB" << std::endl;
   for (std::string mode; modes >> mode;) {
     setenv("FLASHLAB_L2_CLEAN", mode.c_str(), 1);
     const auto t0 = std::chrono::steady_clock::now();
@@ -205,12 +202,14 @@ TEST(CountersExperiment, DISABLED_L2CleanModes) {
     ASSERT_FALSE(b.bwd_counters.kernels.empty()) << b.bwd_counters.note;
     const cuda::KernelCounters &k = f.fwd_counters.kernels[0], &pre = b.bwd_counters.kernels[0];
     std::cout << fmt::format(
-        "l2clean {:<13} fwd_kernel read {:8.3f} MB written {:8.3f} MB ({:5.3f} of outputs) | "
-        "{} written {:7.3f} MB read {:8.3f} MB | {} replays, {:.1f} s\n",
-        mode, value(k, "dram_read_bytes") / 1e6, value(k, "dram_write_bytes") / 1e6,
-        value(k, "dram_write_bytes") / outputs, pre.name, value(pre, "dram_write_bytes") / 1e6,
-        value(pre, "dram_read_bytes") / 1e6, f.fwd_counters.replay_passes,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
+                     "l2clean {:<13} fwd_kernel read {:8.3f} MB written {:8.3f} MB ({:5.3f} of "
+                     "outputs) | "
+                     "{} written {:7.3f} MB read {:8.3f} MB | {} replays, {:.1f} s\n",
+                     mode, value(k, "dram_read_bytes") / 1e6, value(k, "dram_write_bytes") / 1e6,
+                     value(k, "dram_write_bytes") / outputs, pre.name,
+                     value(pre, "dram_write_bytes") / 1e6, value(pre, "dram_read_bytes") / 1e6,
+                     f.fwd_counters.replay_passes,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
               << std::flush;
   }
   if (saved.empty())

@@ -14,7 +14,7 @@
 #include "core/rng.h"
 #include "gpu_check.h"
 #include "reference/attention.h"
-#include "registry.h"
+#include "run/registry.h"
 #include "util/error.h"
 
 namespace flashlab::cuda::folders {

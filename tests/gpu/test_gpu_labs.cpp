@@ -6,9 +6,9 @@
 #include <string>
 
 #include "gpu_check.h"
-#include "labs/hopper_pair.h"
+#include "labs/common/hopper_pair.h"
 #include "labs/lab.h"
-#include "registry.h"
+#include "run/registry.h"
 
 namespace flashlab {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "core/rng.h"
 #include "gpu_check.h"
-#include "registry.h"
+#include "run/registry.h"
 
 namespace flashlab {
 namespace {

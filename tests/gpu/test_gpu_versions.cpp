@@ -16,7 +16,7 @@
 #include "core/rng.h"
 #include "gpu_check.h"
 #include "reference/attention.h"
-#include "registry.h"
+#include "run/registry.h"
 
 namespace flashlab {
 namespace {

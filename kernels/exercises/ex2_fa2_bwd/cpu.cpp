@@ -19,15 +19,15 @@
 //
 // The starter: write steps 4 to 8 where the FLASHLAB_TODO lines stand and delete those lines;
 // until then `flashlab run --versions ex2-fa2-bwd` stops at the first one (exit status 1). The
-// helpers are in kernels/common/cpu_tiles.h: mm_nn (C += A B) and mm_tn (C += A^T B), row-major
+// helpers are in kernels/common/cpu/tiles.h: mm_nn (C += A B) and mm_tn (C += A^T B), row-major
 // with explicit leading dimensions; P is rows x cols, Q_i and dO_i are rows x d (q.Q, q.dO),
 // K_j is cols x d (k.K) and V_j^T is d x cols (k.Vt).
 #include <atomic>
 #include <exception>
 #include <vector>
 
-#include "common/cpu_bwd.h"
-#include "version_folder.h"
+#include "common/cpu/bwd.h"
+#include "core/version.h"
 
 namespace flashlab::cpu {
 

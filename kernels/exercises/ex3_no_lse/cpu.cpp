@@ -17,8 +17,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "common/cpu_bwd.h"
-#include "version_folder.h"
+#include "common/cpu/bwd.h"
+#include "core/version.h"
 
 namespace flashlab::cpu {
 
@@ -48,11 +48,12 @@ void backward(const Problem& p, const Inputs& in, const Forward& fwd, const CpuO
       throw std::invalid_argument("ex3-no-lse backward: needs the forward's O");
     rebuilt.O = fwd.O;
   }
-  with_compute_type(p.dtype,
-                    [&](auto zero) { rebuild_lse<decltype(zero)>(p, in, o, rebuilt.LSE, cnt); });
-  const VersionInfo* atomic = find_version("atomic-dq");
-  if (!atomic) throw std::logic_error("ex3-no-lse needs the atomic-dq version in the build");
-  atomic->cpu_backward(p, in, rebuilt, o, g, cnt);
+  with_compute_type(p.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    rebuild_lse<T>(p, in, o, rebuilt.LSE, cnt);
+    if (!o.dry_run) check_backward(p, in, rebuilt, "ex3-no-lse backward");
+    atomic_dq_backward<T>(p, in, rebuilt, o, g, cnt);  // atomic-dq's, unchanged (common/cpu/bwd.h)
+  });
 }
 
 // LSE rebuilt (fp32) on top of atomic-dq's D and dQ accumulator.

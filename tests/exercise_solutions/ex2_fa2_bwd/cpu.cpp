@@ -20,8 +20,8 @@
 #include <exception>
 #include <vector>
 
-#include "common/cpu_bwd.h"
-#include "version_folder.h"
+#include "common/cpu/bwd.h"
+#include "core/version.h"
 
 namespace flashlab::cpu {
 

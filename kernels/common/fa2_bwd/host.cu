@@ -1,0 +1,85 @@
+// Host side shared by the three backward versions: the shape check, the params, and the two light
+// kernels (preprocess, convert) instantiated once for every (dtype, head dim).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "common/fa2_bwd/convert.cuh"
+#include "common/fa2_bwd/outer_k.cuh"
+#include "common/fa2_bwd/params.h"
+#include "common/fa2_bwd/preprocess.cuh"
+#include "core/cuda_check.h"
+#include "core/device_api.h"
+
+namespace flashlab::cuda {
+
+std::string bwd_check(const Problem& p) {
+  const Shape& s = p.shape;
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
+    return "the CUDA backward kernels store tensors in fp16 or bf16, not " + to_string(p.dtype);
+  if (s.d != 64 && s.d != 128)
+    return "the CUDA backward kernels support head dims 64 and 128, not " + std::to_string(s.d);
+  if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1) return "B, H, Nq and Nk must all be at least 1";
+  if (s.heads() > 65535) return "B*H must be at most 65535 (one grid row per head)";
+  // Row indices and row * d offsets inside one head are 32-bit in the kernels.
+  if (s.Nq * s.d >= (int64_t{1} << 31) || s.Nk * s.d >= (int64_t{1} << 31))
+    return "Nq*d and Nk*d must stay below 2^31";
+  return {};
+}
+
+BwdParams bwd_make_params(const DeviceTensors& t) {
+  const Problem& pr = t.problem;
+  const Shape& s = pr.shape;
+  BwdParams p{};
+  p.Q = t.Q, p.K = t.K, p.V = t.V, p.O = t.O, p.dO = t.dO, p.LSE = t.LSE;
+  p.dQ = t.dQ, p.dK = t.dK, p.dV = t.dV;
+  auto* ws = static_cast<unsigned char*>(t.workspace);
+  const int64_t rows_bytes = bwd_rows_bytes(pr);
+  p.LSE2 = reinterpret_cast<float*>(ws);
+  p.D = reinterpret_cast<float*>(ws + rows_bytes);
+  p.dQ_accum = reinterpret_cast<float*>(ws + 2 * rows_bytes);
+  p.BH = static_cast<int>(s.heads());
+  p.Nq = static_cast<int>(s.Nq);
+  p.Nk = static_cast<int>(s.Nk);
+  p.Nq_pad = static_cast<int>(bwd_row_pad(s.Nq));
+  p.offset = static_cast<int>(pr.causal_offset());
+  p.causal = pr.causal;
+  p.scale = static_cast<float>(pr.softmax_scale());
+  p.scale_log2 = static_cast<float>(pr.softmax_scale() * 1.4426950408889634);
+  p.split_stride = s.q_elems();
+  p.dq_splits = 1;  // deterministic-dq sets its own (bwd_dq_splits)
+  return p;
+}
+
+template <class T, int kD>
+void launch_bwd_preprocess(const BwdParams& p, void* stream) {
+  constexpr int kRowsPerBlock = 256 / (kD / 8);
+  const int64_t rows = static_cast<int64_t>(p.BH) * p.Nq_pad;
+  const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  bwd::preprocess_kernel<T, kD><<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  FLASHLAB_CHECK_LAUNCH();
+}
+
+template <class T, int kD>
+void launch_bwd_convert_dq(const BwdParams& p, DqMode mode, int64_t splits, void* stream) {
+  using Tr = bwd::OuterKTraits<kD>;
+  const int64_t chunks = static_cast<int64_t>(p.BH) * p.Nq * (kD / 8);
+  const auto blocks = static_cast<unsigned>((chunks + 255) / 256);
+  bwd::convert_dq_kernel<T, kD><<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      p, mode, static_cast<int>(splits), Tr::Br, Tr::Bc);
+  FLASHLAB_CHECK_LAUNCH();
+}
+
+#define FLASHLAB_BWD_LIGHT(T, D)                                      \
+  template void launch_bwd_preprocess<T, D>(const BwdParams&, void*); \
+  template void launch_bwd_convert_dq<T, D>(const BwdParams&, DqMode, int64_t, void*);
+FLASHLAB_BWD_LIGHT(__half, 64)
+FLASHLAB_BWD_LIGHT(__half, 128)
+FLASHLAB_BWD_LIGHT(__nv_bfloat16, 64)
+FLASHLAB_BWD_LIGHT(__nv_bfloat16, 128)
+#undef FLASHLAB_BWD_LIGHT
+
+}  // namespace flashlab::cuda

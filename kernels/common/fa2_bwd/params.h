@@ -1,0 +1,133 @@
+// What every FA2 backward kernel of the ladder (recompute, atomic-dq, deterministic-dq) is told:
+// one plain struct of pointers and sizes, filled once on the host, passed by value to each kernel.
+//
+// Workspace layout (fp32), per (batch, head) the query axis is padded to kRowPad rows so a block of
+// Br rows never reads past the end of LSE2 or D:
+//
+//   [ LSE2: B*H*Nq_pad ][ D: B*H*Nq_pad ][ dQ accumulator: splits * B*H*Nq*d ]   (256-byte aligned)
+//
+//   LSE2 = LSE * log2(e), and +inf where LSE = -inf (a row that sees no key), so that
+//          P = exp2(S * scale * log2(e) - LSE2) is exactly 0 there instead of NaN.
+//   D    = rowsum(O * dO), the chapter's identity (16.1).
+//   splits = 0 (recompute), 1 (atomic-dq), nsplits = bwd_dq_splits(...) (deterministic-dq).
+//   The accumulator's rows hold their d columns permuted in groups of 8 (sm80/tiles.cuh:
+//   dq_accum_col), which lets the outer-K kernel store a block's dQ to shared memory without bank
+//   conflicts and copy it out in one piece; only the convert kernel reads it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/device.h"
+#include "core/problem.h"
+
+namespace flashlab::cuda {
+
+// Padding of the query axis in LSE2 and D: a multiple of every Br used by the backward kernels.
+inline constexpr int kRowPad = 128;
+
+// Keys per K block of the outer-K kernel, at every head dim (bwd_outer_k.cuh). Host code that only
+// needs the size (deterministic-dq's split count) reads it here, so that it does not include the
+// kernel and instantiate it a second time.
+inline constexpr int kOuterKBc = 128;
+// ... and its queries per step at head dim d; the convert pass's split mode walks the same blocks
+// (hopper-deterministic's kernel uses these sizes too, so its splits share that convert pass).
+inline constexpr int outer_k_br(int d) {
+  return d == 64 ? 128 : 64;
+}
+
+struct BwdParams {
+  const void* Q;
+  const void* K;
+  const void* V;
+  const void* O;
+  const void* dO;
+  const float* LSE;  // natural log, [B,H,Nq]
+  void* dQ;
+  void* dK;
+  void* dV;
+  float* LSE2;      // workspace, [B*H, Nq_pad]
+  float* D;         // workspace, [B*H, Nq_pad]
+  float* dQ_accum;  // workspace, [splits, B*H, Nq, d]; null for recompute
+  int BH;           // B * H
+  int Nq, Nk, Nq_pad;
+  int offset;  // Nk - Nq: query i sees key j iff j <= i + offset (bottom-right causal)
+  bool causal;
+  float scale;           // softmax scale
+  float scale_log2;      // scale * log2(e): exp(x * scale) = exp2(x * scale_log2)
+  int64_t split_stride;  // elements between two dQ splits: B*H*Nq*d
+  int dq_splits;         // deterministic-dq: CTAs per head of the outer-K kernel, one split each
+};
+
+// How the outer-K kernel delivers its dQ partials.
+enum class DqMode {
+  none,    // recompute: no dQ here, a separate outer-Q kernel computes it
+  atomic,  // atomic-dq: atomicAdd into one fp32 accumulator, order (and result bits) vary
+  split,   // deterministic-dq: CTA s walks K blocks s, ... and sums into its own fp32 split s
+};
+
+// Byte sizes of the workspace pieces (see the layout above).
+inline int64_t bwd_row_pad(int64_t Nq) {
+  return (Nq + kRowPad - 1) / kRowPad * kRowPad;
+}
+inline int64_t bwd_align(int64_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+inline int64_t bwd_rows_bytes(const Problem& p) {
+  return bwd_align(p.shape.heads() * bwd_row_pad(p.shape.Nq) * 4);
+}
+inline size_t bwd_workspace_bytes(const Problem& p, int64_t splits) {
+  return static_cast<size_t>(2 * bwd_rows_bytes(p) + splits * p.shape.q_elems() * 4);
+}
+
+// How many dQ splits deterministic-dq uses: the number of outer-K CTAs per head, each of which
+// walks ceil(Tc / nsplits) K blocks (Tc = ceil(Nk / Bc)) and owns one fp32 split. More splits
+// cost workspace and convert traffic; fewer leave SMs idle. The outer-K kernel runs one CTA per
+// SM (its registers and shared memory allow no second), so with `sms` SMs the kernel takes about
+//
+//   waves * per_cta = ceil(nsplits * B*H / sms) * ceil(Tc / nsplits)    K-block steps,
+//
+// and nsplits is the smallest value in [1, min(Tc, sms)] within 1/32 of the least such time (the
+// bound can never beat B*H*Tc/sms; the slack keeps a 3% gain from costing dozens of splits). A pure
+// function of the problem and the SM count: dQ is bitwise reproducible run to run on one GPU
+// model, but another SM count may pick another nsplits and give other bits.
+// sms <= 0 (no device to ask) gives the unbounded Tc, one split per K block.
+inline int64_t bwd_dq_splits(const Problem& p, int sms, int64_t Bc) {
+  const int64_t tc = (p.shape.Nk + Bc - 1) / Bc;
+  if (sms <= 0) return tc;
+  const int64_t bh = p.shape.heads(), n_max = tc < sms ? tc : sms;
+  const auto steps = [&](int64_t n) { return (n * bh + sms - 1) / sms * ((tc + n - 1) / n); };
+  int64_t least = steps(1);
+  for (int64_t n = 2; n <= n_max; ++n) least = steps(n) < least ? steps(n) : least;
+  int64_t n = 1;
+  while (32 * steps(n) > 33 * least) ++n;
+  return n;
+}
+
+// Whether the outer-K kernel stages dQ in shared memory and adds it with bulk copies: the device
+// is sm_90 or later (outer_k.cuh).
+inline bool bwd_staged_dq() {
+  return device_info().cc_major >= 9;
+}
+
+// The shape checks the three backward versions share. Empty when supported.
+std::string bwd_check(const Problem& p);
+
+// Fills the params from the runner's device tensors (defined in bwd_host.cu).
+struct DeviceTensors;
+BwdParams bwd_make_params(const DeviceTensors& t);
+
+// Launchers, one explicit instantiation per (dtype, head dim[, mode]) in the versions' folders.
+// T is __half or __nv_bfloat16; each launches on `stream` and checks the launch.
+template <class T, int kD>
+void launch_bwd_preprocess(const BwdParams& p, void* stream);
+template <class T, int kD, DqMode kMode>
+void launch_bwd_outer_k(const BwdParams& p, void* stream);
+template <class T, int kD>
+void launch_bwd_dq_outer_q(const BwdParams& p, void* stream);
+// mode: atomic (one zeroed buffer) or split (sums only the splits that were written).
+template <class T, int kD>
+void launch_bwd_convert_dq(const BwdParams& p, DqMode mode, int64_t splits, void* stream);
+
+}  // namespace flashlab::cuda

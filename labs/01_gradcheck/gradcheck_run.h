@@ -1,0 +1,56 @@
+// The lecture's demo 1 as plain numbers: on one small fp64 head, the tiled forward against the
+// reference, each chosen CPU backward against the standard backward, and the standard backward and
+// each CPU backward against central finite differences of L = sum(O * dO) on random elements.
+// Data only; the gradcheck lab and `flashlab gradcheck` turn it into a report. The versions are
+// run here, beside the labs: the fp64 reference (reference/) knows nothing of the versions it
+// judges.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "run/registry.h"
+
+namespace flashlab::lab {
+
+struct GradcheckConfig {
+  int64_t N = 48, d = 16;  // one head, Nq = Nk = N
+  int Br = 16, Bc = 12;    // blocks of the tiled and FA backward versions
+  uint64_t seed = 0;       // inputs and the choice of elements
+  int per_tensor = 6;      // finite-difference elements drawn from each of Q, K, V
+  double eps = 1e-6;       // central-difference step
+};
+
+// One element checked by finite differences.
+struct FdPoint {
+  char tensor;       // 'Q', 'K' or 'V'
+  int64_t row, col;  // position in the [N, d] tensor
+  double finite_difference;
+  double standard;  // the standard backward's value there
+};
+
+struct GradcheckVersion {
+  std::string id;               // registry id of a CPU backward version
+  double max_vs_standard;       // max over dQ, dK, dV of |grad - standard backward|
+  double max_vs_fd;             // max over the checked elements of |grad - finite difference|
+  std::string not_implemented;  // set when the version is a starter with a step still to write
+};
+
+struct GradcheckCase {
+  bool causal = false;
+  double fwd_max_abs = 0;                  // max |O_tiled - O_reference|
+  double standard_vs_fd = 0;               // max |standard backward - finite difference|
+  std::vector<GradcheckVersion> versions;  // in registry order
+  std::vector<FdPoint> points;
+};
+
+// Every registered ladder version with a CPU backward, in registry order (the exercises are
+// chosen by id).
+std::vector<const VersionInfo*> backward_versions();
+
+// Non-causal first, then causal; `versions` are the backward versions to check (default: all).
+std::vector<GradcheckCase> run_gradcheck(const GradcheckConfig& config = {},
+                                         const std::vector<const VersionInfo*>& versions = {});
+
+}  // namespace flashlab::lab

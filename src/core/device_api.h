@@ -1,0 +1,77 @@
+// What a CUDA version offers the runner. Plain C++ (no CUDA headers) so host code that is built
+// without nvcc can hold the pointers; the runner in src/cuda/ owns allocation, upload, poisoning,
+// timing and download.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/problem.h"
+#include "core/version.h"
+
+namespace flashlab::cuda {
+
+// Device pointers for one problem. Q, K, V, O, dO, dQ, dK, dV hold the problem's storage dtype
+// (fp16 or bf16 as raw 16-bit words); LSE and D are float. All tensors [B,H,N,d] contiguous.
+struct DeviceTensors {
+  Problem problem;
+  const void* Q = nullptr;
+  const void* K = nullptr;
+  const void* V = nullptr;
+  void* O = nullptr;
+  float* LSE = nullptr;
+  const void* dO = nullptr;
+  void* dQ = nullptr;
+  void* dK = nullptr;
+  void* dV = nullptr;
+  void* workspace = nullptr;  // workspace_bytes(problem) bytes, owned by the runner
+  void* stream = nullptr;     // cudaStream_t
+};
+
+struct Version {
+  // Empty when the problem is supported; otherwise one sentence saying why not.
+  std::string (*check)(const Problem&) = nullptr;
+  size_t (*workspace_bytes)(const Problem&) = nullptr;
+  // Forward writes O and LSE; backward reads Q,K,V,O,LSE,dO and writes dQ,dK,dV. Either may be null
+  // when the version has no such pass. Launches only: no allocation, no synchronisation.
+  void (*forward)(const DeviceTensors&) = nullptr;
+  void (*backward)(const DeviceTensors&) = nullptr;
+  // Optional: empty when the version can run on a GPU of this compute capability, otherwise one
+  // sentence saying why not ("needs ..."). The build's own targets are checked before this (a
+  // folder built only for sm_90a is unavailable on an sm_80 GPU without asking).
+  std::string (*unavailable)(int cc_major, int cc_minor) = nullptr;
+  // Optional: the version's kernel with one of its ideas switched off at a time, for an ablation
+  // study (`flashlab lab hopper`); the first entry is the version itself.
+  std::span<const struct AblationVariant> (*ablation)() = nullptr;
+};
+
+// One line of an ablation: which idea is off and what runs instead, and the kernel that does it.
+struct AblationVariant {
+  const char* id;    // "hopper", "no-tma", ...
+  const char* idea;  // the idea that is off ("" for the version itself)
+  const char* what;  // what the variant does instead
+  Version version;
+};
+
+}  // namespace flashlab::cuda
+
+// Declares the CUDA side of a version folder, once, at global scope in its cuda.cu (see
+// src/core/version.h for FLASHLAB_FOLDER):
+//
+//   FLASHLAB_CUDA_VERSION({.check = ..., .workspace_bytes = ..., .backward = ...});
+#define FLASHLAB_CUDA_VERSION(...)                               \
+  namespace flashlab::cuda::folders {                            \
+  extern const ::flashlab::cuda::Version FLASHLAB_FOLDER;        \
+  const ::flashlab::cuda::Version FLASHLAB_FOLDER = __VA_ARGS__; \
+  }                                                              \
+  static_assert(true, "FLASHLAB_CUDA_VERSION(...) ends with a semicolon")
+
+// The CUDA side of a second id the folder registers with FLASHLAB_VARIANT(variant, ...).
+#define FLASHLAB_CUDA_VARIANT(variant, ...)                                                      \
+  namespace flashlab::cuda::folders {                                                            \
+  extern const ::flashlab::cuda::Version FLASHLAB_VARIANT_NAME(FLASHLAB_FOLDER, variant);        \
+  const ::flashlab::cuda::Version FLASHLAB_VARIANT_NAME(FLASHLAB_FOLDER, variant) = __VA_ARGS__; \
+  }                                                                                              \
+  static_assert(true, "FLASHLAB_CUDA_VARIANT(...) ends with a semicolon")

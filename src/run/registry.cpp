@@ -1,0 +1,125 @@
+#include "run/registry.h"
+
+#include <fmt/format.h>
+
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "core/version_list.h"
+#include "cuda/runner.h"
+
+namespace flashlab {
+
+namespace {
+
+const std::vector<VersionInfo>& all() {
+  // Built on first use (not at static initialisation), from the list the build generated.
+  static const std::vector<VersionInfo> list = [] {
+    std::vector<VersionInfo> v;
+    for (size_t i = 0; i < generated::kFolderCount; ++i) {
+      const generated::FolderRecord& f = generated::kFolders[i];
+      v.push_back(VersionInfo{*f.entry, f.folder, f.exercise, f.cuda, f.cuda_absent, f.cuda_targets,
+                              std::span(f.sources, f.source_count)});
+    }
+    return v;
+  }();
+  return list;
+}
+
+// Can code built for `target` ("sm_80", "sm_90a", "compute_90") run on compute capability M.m?
+// SASS runs on the same major at an equal or higher minor; arch-specific ("a") code only on its
+// own capability; PTX on its capability and later ones (compiled on load).
+bool runs_on(const std::string& target, int major, int minor) {
+  const bool sass = target.rfind("sm_", 0) == 0, ptx = target.rfind("compute_", 0) == 0;
+  if (!sass && !ptx) return false;
+  std::string digits = target.substr(sass ? 3 : 8);
+  const bool specific = !digits.empty() && digits.back() == 'a';
+  if (specific) digits.pop_back();
+  if (digits.size() < 2) return false;
+  const int cc = std::stoi(digits), dev = 10 * major + minor;
+  if (specific) return cc == dev;
+  if (sass) return cc / 10 == major && cc % 10 <= minor;
+  return cc <= dev;
+}
+
+}  // namespace
+
+std::span<const VersionInfo> versions() {
+  return all();
+}
+
+const VersionInfo* find_version(const std::string& id) {
+  for (const VersionInfo& v : all())
+    if (id == v.id) return &v;
+  return nullptr;
+}
+
+const VersionInfo& feeding_forward() {
+  static const VersionInfo* const feeder = [] {
+    const VersionInfo* found = nullptr;
+    for (const VersionInfo& v : all()) {
+      if (!v.feeds_backward) continue;
+      if (found || !v.cpu_forward)
+        throw std::logic_error(std::string("the registry's forward for the backward-only versions "
+                                           "must be one version with a forward; ") +
+                               v.id + " says feeds_backward too");
+      found = &v;
+    }
+    if (!found)
+      throw std::logic_error(
+          "no registered version says feeds_backward: the backward-only "
+          "versions have no forward to take O and LSE from");
+    return found;
+  }();
+  return *feeder;
+}
+
+std::string to_string(Pass p) {
+  switch (p) {
+    case Pass::fwd:
+      return "fwd";
+    case Pass::bwd:
+      return "bwd";
+    case Pass::both:
+      return "fwd+bwd";
+  }
+  return "?";
+}
+
+bool cuda_built() {
+#ifdef FLASHLAB_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string cuda_unavailable_on(const VersionInfo& v, int cc_major, int cc_minor) {
+  if (!v.cuda) return v.cuda_absent;
+  std::vector<std::string> targets;
+  std::istringstream in(v.cuda_targets);
+  for (std::string t; in >> t;) targets.push_back(t);
+  bool ok = false;
+  for (const std::string& t : targets) ok = ok || runs_on(t, cc_major, cc_minor);
+  if (!ok) {
+    const std::string here = fmt::format("sm_{}{}", cc_major, cc_minor);
+    if (targets.size() == 1 && targets[0].back() == 'a')
+      return fmt::format("needs an {} GPU; this one is {}", targets[0], here);
+    return fmt::format("this build has code for {}; this GPU is {}", v.cuda_targets, here);
+  }
+  return v.cuda->unavailable ? v.cuda->unavailable(cc_major, cc_minor) : std::string();
+}
+
+std::string cuda_unavailable(const VersionInfo& v) {
+  if (!v.cuda) return v.cuda_absent;
+  const cuda::DeviceInfo& d = cuda::device_info();
+  if (!d.present) return d.why_absent;
+  return cuda_unavailable_on(v, d.cc_major, d.cc_minor);
+}
+
+std::span<const SourceHash> shared_sources() {
+  return {generated::kSharedSources, generated::kSharedSourceCount};
+}
+
+}  // namespace flashlab
