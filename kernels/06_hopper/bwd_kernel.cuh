@@ -39,6 +39,7 @@
 #include "bwd_params.h"
 #include "common/sm80/mma.cuh"
 #include "common/sm80/tiles.cuh"
+#include "common/sm90/bulk.cuh"
 #include "common/sm90/sync.cuh"
 #include "common/sm90/tma.cuh"
 #include "common/sm90/wgmma.cuh"
@@ -151,18 +152,6 @@ __device__ void produce(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int 
 }
 
 // ---- the dQ writer ---------------------------------------------------------------------------------
-__device__ __forceinline__ int load_acquire(const int* at) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(at) : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_release(int* at, int v) {
-  asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(at), "r"(v) : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
-
 template <class T, int D, bool kDeterministic>
 __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int head) {
   constexpr int Br = BwdTraits<D>::Br, Bc = BwdTraits<D>::Bc;
@@ -180,28 +169,29 @@ __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int
     if constexpr (kDeterministic) {
       // The K blocks of a head start in the order of blockIdx.x, and a block waits only for
       // smaller ones, which never wait for a larger one: the wait always ends.
-      while (load_acquire(turn) != rank) {
+      while (sm90::load_acquire(turn) != rank) {
       }
-      fence_proxy_async_global();  // the earlier blocks' additions, seen by this one's
+      sm90::fence_proxy_async_global();  // the earlier blocks' additions, seen by this one's
     }
     const int rows = min(Br, p.b.Nq - i * Br);  // the last Q block may be ragged
     float* dst = accum + static_cast<int64_t>(i) * Br * D;
     const uint32_t bytes = static_cast<uint32_t>(rows * D * 4);
     if (kDeterministic && rank == 0)
-      bulk_store(dst, smem_addr(sm.dq(buf)), bytes);  // the split's first writer of these rows
+      sm90::bulk_store(dst, smem_addr(sm.dq(buf)),
+                       bytes);  // the split's first writer of these rows
     else
-      bulk_reduce_add_f32(dst, smem_addr(sm.dq(buf)), bytes);
-    bulk_commit();
+      sm90::bulk_reduce_add_f32(dst, smem_addr(sm.dq(buf)), bytes);
+    sm90::bulk_commit();
     if constexpr (kDeterministic) {
-      bulk_wait_all();  // the addition is done in memory, not only read from shared memory
-      fence_proxy_async_global();
-      store_release(turn, rank + 1);
+      sm90::bulk_wait_all();  // the addition is done in memory, not only read from shared memory
+      sm90::fence_proxy_async_global();
+      sm90::store_release(turn, rank + 1);
     } else {
-      bulk_wait_read();
+      sm90::bulk_wait_read();
     }
     sm90::mbar_arrive(sm.dq_empty + buf);
   }
-  bulk_wait_all();  // shared memory must outlive the copies
+  sm90::bulk_wait_all();  // shared memory must outlive the copies
 }
 
 // ---- a consumer warpgroup ----------------------------------------------------------------------
@@ -343,7 +333,7 @@ struct Consumer {
       const int r = 64 * w + row_of(e), c = col_of(e);
       st_shared_u32(ds_tile + (c / 64) * Bc * 128 + sm90::swizzle128_offset(r, c % 64), dsa[e / 2]);
     }
-    fence_proxy_async();  // ordinary stores, read next by the tensor cores
+    sm90::fence_proxy_async();  // ordinary stores, read next by the tensor cores
 
     sm90::wgmma_fence();
     issue_kv(dv, pa, dO);
@@ -379,7 +369,7 @@ struct Consumer {
       const int r = r0 + row_of(e), c = c0 + col_of(e);
       st_shared_f32x2(tile + (r * D + bwd::dq_accum_col(r, c)) * 4, dq[e], dq[e + 1]);
     }
-    fence_proxy_async();
+    sm90::fence_proxy_async();
     sm90::mbar_arrive(sm.dq_full + buf);
   }
 
@@ -394,7 +384,7 @@ struct Consumer {
       st_shared_u32(k_tile + at, ElemTraits<T>::pack(dk[e] * p.b.scale, dk[e + 1] * p.b.scale));
       st_shared_u32(v_tile + at, ElemTraits<T>::pack(dv[e], dv[e + 1]));
     }
-    fence_proxy_async();
+    sm90::fence_proxy_async();
     sm90::named_sync(kEpilogue + w, 128);
     if (t == 0) {
       for (int blk = 0; blk < D / 64; ++blk) {
@@ -402,8 +392,8 @@ struct Consumer {
         sm90::tma_store_3d(&p.dk_map, 64 * blk, j * Bc + 64 * w, head, sm.k() + at);
         sm90::tma_store_3d(&p.dv_map, 64 * blk, j * Bc + 64 * w, head, sm.v() + at);
       }
-      bulk_commit();
-      bulk_wait_read();
+      sm90::bulk_commit();
+      sm90::bulk_wait_read();
     }
   }
 };

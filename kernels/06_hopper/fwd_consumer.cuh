@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "common/sm80/mma.cuh"
+#include "common/sm90/bulk.cuh"
 #include "common/sm90/sync.cuh"
 #include "common/sm90/wgmma.cuh"
 #include "fwd_epilogue.cuh"
@@ -99,7 +100,7 @@ struct Consumer {
       ++q_count;
     }
     if (kPingpong && wg == 0) sm90::named_sync(kTurnBarrier + 0, 256);
-    if (kIdeas.tma_epilogue && t == 0) bulk_wait_read();  // before shared memory goes
+    if (kIdeas.tma_epilogue && t == 0) sm90::bulk_wait_read();  // before shared memory goes
   }
 
  private:

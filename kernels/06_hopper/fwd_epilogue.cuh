@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "common/sm80/mma.cuh"
+#include "common/sm90/bulk.cuh"
 #include "common/sm90/sync.cuh"
 #include "common/sm90/tma.cuh"
 #include "common/sm90/wgmma.cuh"
@@ -41,7 +42,7 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
   // 1 and 17), so such a warpgroup stores from registers, which test every row. (Without the
   // mask no block starts above row 0, and the kernel has no such branch.)
   if (kIdeas.tma_epilogue && (!kCausal || sc.q0 + 64 * wg >= 0)) {
-    if (t == 0) bulk_wait_read();  // the last tile's store has read these rows
+    if (t == 0) sm90::bulk_wait_read();  // the last tile's store has read these rows
     sm90::named_sync(kEpilogueBarrierId + wg, 128);
     const uint32_t o_base = smem_addr(sm.o()) + wg * 64 * 128;
 #pragma unroll
@@ -51,13 +52,13 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
           o_base + (col / 64) * Br * 128 + sm90::swizzle128_offset(row_in_wg + 8 * h, col % 64);
       st_shared_u32(at, ElemTraits<T>::pack(o[i] * inv[h], o[i + 1] * inv[h]));
     }
-    fence_proxy_async();
+    sm90::fence_proxy_async();
     sm90::named_sync(kEpilogueBarrierId + wg, 128);
     if (t == 0) {
       for (int b = 0; b < D / 64; ++b)
         sm90::tma_store_3d(&p.o_map, 64 * b, sc.q0 + 64 * wg, head,
                            sm.o() + b * Br * 64 + wg * 64 * 64);
-      bulk_commit();
+      sm90::bulk_commit();
     }
   } else {
     T* O = static_cast<T*>(p.o) + static_cast<int64_t>(head) * p.Nq * D;

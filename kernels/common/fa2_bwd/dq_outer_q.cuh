@@ -44,6 +44,7 @@
 #include "common/fa2_bwd/params.h"
 #include "common/sm80/mma.cuh"
 #include "common/sm80/tiles.cuh"
+#include "common/sm90/bulk.cuh"
 #include "core/cuda_check.h"
 
 namespace flashlab::cuda::bwd {
@@ -234,7 +235,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
           uint32_t piece[4];
           ds_piece(piece, m, n);
-          stmatrix_x4(st_s.at(adS, 16 * m, 8 * n), piece);
+          sm90::stmatrix_x4(st_s.at(adS, 16 * m, 8 * n), piece);
 #else
 #pragma unroll
           for (int h = 0; h < 4; ++h) {

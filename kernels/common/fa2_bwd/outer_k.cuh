@@ -2,10 +2,11 @@
 // K_j and V_j in shared memory and dK_j, dV_j in registers, and walks the Q blocks that see them.
 // Shared by three versions through DqMode:
 //
-//   none   (recompute)        S, P, dV, dP, dS, dK       4 matmuls; dQ comes from another kernel
-//   atomic (atomic-dq)        ... + dQ_i += dS K_j       5 matmuls; fp32 adds at L2 (see "dQ"
-//   below) split  (deterministic-dq) ... + split_s += dS K_j    5 matmuls; one writer per split
-//   element
+//   none   (recompute)         S, P, dV, dP, dS, dK        4 matmuls; dQ from another kernel
+//   atomic (atomic-dq)         ... + dQ_i += dS K_j        5 matmuls; fp32 adds at L2 (see "dQ"
+//                                                          below)
+//   split  (deterministic-dq)  ... + split_s += dS K_j     5 matmuls; one writer per split
+//                                                          element
 //
 // Grid: none and atomic launch one CTA per K block (grid.x = ceil(Nk/Bc)). split launches
 // grid.x = nsplits (bwd_dq_splits: a few per head, enough to fill the GPU) and CTA s walks its
@@ -77,6 +78,7 @@
 #include "common/fa2_bwd/params.h"
 #include "common/sm80/mma.cuh"
 #include "common/sm80/tiles.cuh"
+#include "common/sm90/bulk.cuh"
 #include "core/cuda_check.h"
 
 namespace flashlab::cuda::bwd {
@@ -207,11 +209,11 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
         const uint32_t bytes = static_cast<uint32_t>(rows * kD * sizeof(float));
         const uint32_t src = adQ + (blk % 2) * Tr::kTileDq * sizeof(float);
         if (kMode == DqMode::split && first) {
-          bulk_store(dst, src, bytes);
+          sm90::bulk_store(dst, src, bytes);
         } else {
-          bulk_reduce_add_f32(dst, src, bytes);
+          sm90::bulk_reduce_add_f32(dst, src, bytes);
         }
-        bulk_commit();
+        sm90::bulk_commit();
       }
 #endif
     };
@@ -228,7 +230,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       cp_async_wait<0>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       if constexpr (kMode != DqMode::none)
-        if (threadIdx.x == 0) bulk_wait_read();  // staging buffer i % 2 (block i-2) is free
+        if (threadIdx.x == 0) sm90::bulk_wait_read();  // staging buffer i % 2 (block i-2) is free
 #endif
       __syncthreads();
       if (i + 1 < m_end) load_q_block(i + 1, buf ^ 1);  // overlaps with this step's five matmuls
@@ -291,7 +293,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
           for (int n = 0; n < kSN; n += 2) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
             const uint32_t piece[4] = {v[m][n][0], v[m][n][1], v[m][n + 1][0], v[m][n + 1][1]};
-            stmatrix_x4(st_s.at(tile, 16 * m, 8 * n), piece);
+            sm90::stmatrix_x4(st_s.at(tile, 16 * m, 8 * n), piece);
 #else
 #pragma unroll
             for (int h = 0; h < 4; ++h) {
@@ -393,7 +395,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
                 st_shared_f32x2(
                     adQ + (lane_off ^ (32u * n)) + (16 * m + 8 * h) * kD * sizeof(float),
                     dq[m][n][2 * h], dq[m][n][2 * h + 1]);
-          fence_proxy_async();  // visible to the copy engine once the next barrier has passed
+          sm90::fence_proxy_async();  // visible to the copy engine once the next barrier has passed
         }
 #else
         // One address per step (this lane's first element); the others are constant offsets from
@@ -440,7 +442,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
       }
       // Complete, not just read: split's next K block adds into the same rows, and must come
       // after (and the CTA's shared memory must outlive the copies).
-      if (threadIdx.x == 0) bulk_wait_all();
+      if (threadIdx.x == 0) sm90::bulk_wait_all();
     }
 #endif
 

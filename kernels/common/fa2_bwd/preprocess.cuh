@@ -1,9 +1,8 @@
 // Backward preprocess (FA2 step 0), before any matmul:
 //
-//   D[i]    = rowsum(O[i,:] * dO[i,:])          the chapter's identity: rowsum(P * dP) = rowsum(O *
-//   dO) LSE2[i] = LSE[i] * log2(e)                   so the main kernels recompute P with one exp2
-//             (+inf where LSE = -inf)            a row that sees no key then gets P = exp2(-inf) =
-//             0
+//   D[i]    = rowsum(O[i,:] * dO[i,:])    the chapter's identity: rowsum(P * dP) = rowsum(O * dO)
+//   LSE2[i] = LSE[i] * log2(e)             so the main kernels recompute P with one exp2
+//             (+inf where LSE = -inf)      a row that sees no key then gets P = exp2(-inf) = 0
 //
 // One group of kD/8 threads per query row, each reading 16 bytes of O and dO; the group sums with
 // shuffles. Rows past Nq (padding up to Nq_pad) get D = 0 and LSE2 = +inf, so the main kernels can

@@ -1,13 +1,15 @@
 // Thin wrappers over the PTX the tensor-core versions use: mma.sync m16n8k16 (fp32 accumulate),
 // ldmatrix, cp.async, and a 16-byte-chunk XOR swizzle for shared-memory tiles.
 //
-// Fragment picture for mma.m16n8k16 (one warp, lane = 4*group + quad; group = lane/4, quad =
-// lane%4):
+// Fragment picture for mma.m16n8k16 (one warp, lane = 4*group + quad; g = lane/4, q = lane%4):
 //
-//   A (16x16, row-major, 4 regs of 2 halves)    B (16x8, "col": K-major, 2 regs)   C/D (16x8, fp32
-//   x4) a0: row g,   cols 2q..2q+1                  b0: k 2q..2q+1,   col g             c0,c1: row
-//   g,   cols 2q,2q+1 a1: row g+8, cols 2q..2q+1                  b1: k 2q+8..2q+9, col g c2,c3:
-//   row g+8, cols 2q,2q+1 a2: row g,   cols 2q+8..2q+9 a3: row g+8, cols 2q+8..2q+9
+//   A (16x16, row-major, 4 regs of 2 halves)   B (16x8, "col": K-major, 2 regs)
+//   a0: row g,   cols 2q..2q+1                 b0: k 2q..2q+1,   col g
+//   a1: row g+8, cols 2q..2q+1                 b1: k 2q+8..2q+9, col g
+//   a2: row g,   cols 2q+8..2q+9
+//   a3: row g+8, cols 2q+8..2q+9               C/D (16x8, fp32 x4)
+//                                              c0,c1: row g,   cols 2q, 2q+1
+//                                              c2,c3: row g+8, cols 2q, 2q+1
 //
 // A C fragment of one 16x16 tile (two n8 halves, 8 floats) converts directly into an A fragment
 // for the next product: that is how P = exp(S - LSE) feeds P.V without going through shared memory.
@@ -112,15 +114,7 @@ __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t add
                : "r"(addr));
 }
 
-// The inverse of ldmatrix_x4 (sm_90): four 8x8 matrices from registers to shared memory; lane l
-// supplies the row address of matrix l/8, row l%8, and register r of every lane holds its two
-// elements of matrix r -- the same places an A fragment's registers a0..a3 take.
-__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
-}
-
-// One 32-bit store to a shared-memory address (the fallback where stmatrix is missing).
+// One 32-bit store to a shared-memory address (the fallback where sm_90's stmatrix is missing).
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
@@ -128,41 +122,6 @@ __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
 // Two fp32 values to 8 consecutive bytes of shared memory.
 __device__ __forceinline__ void st_shared_f32x2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
-}
-
-// ---- bulk copies (sm_90) ----------------------------------------------------------------------
-//
-// cp.async.bulk moves a contiguous run of bytes between shared and global memory on the copy
-// engine, issued by one thread; the .reduce form adds fp32 into global memory at L2 instead of
-// storing. Completion is tracked per issuing thread in bulk groups. Shared memory written by
-// ordinary stores must be fenced for the engine (fence_proxy_async) before a barrier, after which
-// one thread may issue the copy. Only sm_90 code may call them.
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-// global[0 .. bytes) += shared[0 .. bytes), fp32 (bytes a multiple of 16, both ends 16-aligned).
-__device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, uint32_t smem, uint32_t bytes) {
-  asm volatile(
-      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gmem),
-      "r"(smem), "r"(bytes)
-      : "memory");
-}
-// global[0 .. bytes) = shared[0 .. bytes).
-__device__ __forceinline__ void bulk_store(float* gmem, uint32_t smem, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gmem),
-               "r"(smem), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit() {
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-// This thread's bulk copies have finished reading shared memory (it may be overwritten).
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
-// This thread's bulk copies are complete: their global writes are done.
-__device__ __forceinline__ void bulk_wait_all() {
-  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
 // ---- cp.async ---------------------------------------------------------------------------------

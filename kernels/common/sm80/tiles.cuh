@@ -136,8 +136,7 @@ __device__ __forceinline__ void score_tile(float (&acc)[kM][kN][4], const LdA& l
   }
 }
 
-// ---- registers -> registers
-// -----------------------------------------------------------------------
+// ---- registers -> registers ---------------------------------------------------------------------
 
 // The C fragments of two neighbouring n8 tiles (16 rows x 16 cols, fp32) become the A fragment of
 // the next product (rows x k16), rounded to T: how P feeds P^T.dO and dS feeds dS^T.Q without a
@@ -151,8 +150,7 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4],
   a[3] = ElemTraits<T>::pack(c1[2], c1[3]);
 }
 
-// ---- dQ accumulator layout
-// -----------------------------------------------------------------------
+// ---- dQ accumulator layout ----------------------------------------------------------------------
 
 // dQ_accum keeps row-major rows of d floats, but inside a row the groups of 8 floats are permuted:
 // element (row, col) lives at column col ^ (8 * (row & 3)). The outer-K kernel's dQ fragment puts
@@ -165,8 +163,7 @@ __host__ __device__ __forceinline__ int dq_accum_col(int row, int col) {
   return col ^ (8 * (row & 3));
 }
 
-// ---- causal schedule
-// ------------------------------------------------------------------------------
+// ---- causal schedule ----------------------------------------------------------------------------
 
 // The first Q block (of Br rows) that sees any key of K block j (of Bc keys). Query i sees key k
 // iff k <= i + offset, so the first query that sees key j*Bc is j*Bc - offset.

@@ -76,8 +76,7 @@ __device__ __forceinline__ void named_arrive(uint32_t id, uint32_t threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// ---- registers
-// ------------------------------------------------------------------------------------
+// ---- registers ----------------------------------------------------------------------------------
 
 template <uint32_t kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {
@@ -87,6 +86,17 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 template <uint32_t kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// A counter another CTA waits on: read with acquire (this thread then sees every write the
+// releasing thread made before its release), written with release. GPU scope.
+__device__ __forceinline__ int load_acquire(const int* at) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(at) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release(int* at, int v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(at), "r"(v) : "memory");
 }
 
 }  // namespace flashlab::cuda::sm90
