@@ -42,6 +42,7 @@ struct LabInfo {
   // before the lab runs, and a test checks that the lab produces no other.
   std::vector<std::string_view> tables;
   const char* versions_help = nullptr;  // what --versions chooses in this lab; null: it takes none
+  const char* folder = nullptr;         // set by the build: "labs/05_bwd_ratio"
 };
 
 // All labs in the order `flashlab lab all` runs them (the folders' order).

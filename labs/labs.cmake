@@ -12,6 +12,7 @@ function(flashlab_add_labs library)
   list(SORT folders)
   set(decls "")
   set(refs "")
+  set(folder_names "")
   set(count 0)
   foreach(dir ${folders})
     if(NOT IS_DIRECTORY ${dir})
@@ -39,6 +40,7 @@ function(flashlab_add_labs library)
     target_sources(${library} PRIVATE $<TARGET_OBJECTS:flashlab_${sym}>)
     string(APPEND decls "extern const LabInfo ${sym};\n")
     string(APPEND refs "    &lab_entries::${sym},\n")
+    string(APPEND folder_names "    \"${rel}\",\n")
     math(EXPR count "${count} + 1")
     message(STATUS "flashlab: ${rel} (lab)")
   endforeach()
@@ -51,9 +53,12 @@ ${decls}}  // namespace flashlab::lab_entries
 
 namespace flashlab::generated {
 extern const LabInfo* const kLabs[];
+extern const char* const kLabFolders[];
 extern const size_t kLabCount;
 const LabInfo* const kLabs[] = {
 ${refs}};
+const char* const kLabFolders[] = {
+${folder_names}};
 const size_t kLabCount = ${count};
 }  // namespace flashlab::generated
 " @ONLY)

@@ -8,6 +8,7 @@ namespace flashlab {
 
 namespace generated {
 extern const LabInfo* const kLabs[];
+extern const char* const kLabFolders[];
 extern const size_t kLabCount;
 }  // namespace generated
 
@@ -15,7 +16,10 @@ std::span<const LabInfo> labs() {
   // Built on first use (not at static initialisation, whose order between files is unspecified).
   static const std::vector<LabInfo> list = [] {
     std::vector<LabInfo> v;
-    for (size_t i = 0; i < generated::kLabCount; ++i) v.push_back(*generated::kLabs[i]);
+    for (size_t i = 0; i < generated::kLabCount; ++i) {
+      v.push_back(*generated::kLabs[i]);
+      v.back().folder = generated::kLabFolders[i];
+    }
     return v;
   }();
   return list;

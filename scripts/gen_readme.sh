@@ -3,7 +3,7 @@
 #   - the version table (from the registry, via `flashlab list --format markdown --table versions`;
 #     a test checks it is up to date)
 #   - the tour of commands (real output; times differ from run to run)
-#   - README.zh.md's version table and lab list (a test checks them too)
+#   - the lab list (a test checks it), and README.zh.md's version table and lab list (so do they)
 # usage: scripts/gen_readme.sh [path/to/flashlab]   (default: build/cpu/flashlab)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,7 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 "$bin" list --format markdown --table versions >"$tmp/versions.md"
+"$bin" lab list --format markdown --table labs >"$tmp/labs.md"
 "$bin" lab list --lang zh --format markdown --table labs >"$tmp/labs_zh.md"
 
 tour() {
@@ -54,6 +55,8 @@ def replace(text, begin, end, body):
 
 text = replace(text, "<!-- BEGIN flashlab list --format markdown --table versions -->\n",
                "<!-- END flashlab list -->", (tmp / "versions.md").read_text(encoding="utf-8"))
+text = replace(text, "<!-- BEGIN flashlab lab list --format markdown --table labs -->\n",
+               "<!-- END flashlab lab list -->", (tmp / "labs.md").read_text(encoding="utf-8"))
 text = replace(text, "<!-- BEGIN tour -->\n", "<!-- END tour -->",
                (tmp / "tour.md").read_text(encoding="utf-8").rstrip("\n") + "\n")
 readme.write_text(text, encoding="utf-8")

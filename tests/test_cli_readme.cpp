@@ -1,6 +1,7 @@
-// The README's generated parts are up to date: its version table is exactly what
-// `flashlab list --format markdown --table versions` prints, and README.zh.md's version table and
-// lab list are what `list` and `lab list --lang zh` print (scripts/gen_readme.sh refreshes them).
+// The README's generated parts are up to date: its version table and lab list are exactly what
+// `flashlab list --format markdown --table versions` and `flashlab lab list` print, and
+// README.zh.md's are what `list` and `lab list --lang zh` print (scripts/gen_readme.sh refreshes
+// them).
 #include <gtest/gtest.h>
 
 #include "test_cli_helpers.h"
@@ -45,6 +46,15 @@ TEST(Readme, ChineseReadmeFollowsTheRegistryAndTheLabs) {
     EXPECT_NE(testing::slurp(std::string(FLASHLAB_SOURCE_DIR) + "/README.md").find(link),
               std::string::npos)
         << "README.md should link " << link;
+}
+
+TEST(Readme, LabListIsGeneratedFromTheLabs) {
+  const testing::CliResult labs = testing::run_cli("lab list --format markdown --table labs");
+  ASSERT_EQ(labs.status, 0) << labs.err;
+  EXPECT_EQ(section("README.md", "<!-- BEGIN flashlab lab list --format markdown --table labs -->\n",
+                    "<!-- END flashlab lab list -->"),
+            "\n" + labs.out + "\n")
+      << "run scripts/gen_readme.sh";
 }
 
 TEST(Readme, VersionTableIsGeneratedFromTheRegistry) {

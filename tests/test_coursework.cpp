@@ -14,11 +14,14 @@
 // docs/COURSEWORK.zh.md must hold the same commands, in the same order.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "test_cli_helpers.h"
 
@@ -28,6 +31,8 @@ namespace {
 using testing::quoted;
 using testing::ScratchDir;
 using testing::slurp;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
 
 struct Step {
   enum Kind { command, hidden, expect } kind;
@@ -124,6 +129,116 @@ TEST(Coursework, TheGuideRunsInAFreshCopyOfTheTree) {
   }
 }
 
+// One folder is one lab: a lab added as labs/NN_name/ in a fresh copy of the tree, with nothing
+// else edited, is built, listed by `lab list`, run by `lab all` in its place, and named in the help.
+TEST(Coursework, ANewLabIsOneFolder) {
+  ScratchDir tmp;
+  const std::string root = tmp / "flashlab";
+  std::string out;
+  const std::string copy = copy_tree(root) +
+                           " && git init -q && git add -A && git -c user.name=course "
+                           "-c user.email=course@localhost commit -qm tree";
+  ASSERT_EQ(run_in(tmp.path().string(), copy, out), 0) << out;
+  const std::string folder = root + "/labs/99_probe";
+  fs::create_directories(folder);
+  std::ofstream(folder + "/probe.cpp") << R"(// A lab that counts the tiled forward's FLOPs on one small head.
+#include "labs/lab.h"
+
+namespace flashlab::lab {
+
+Report probe(const LabOptions&) {
+  Problem p;
+  p.shape = Shape{1, 1, 96, 80, 16};
+  CpuOptions o;
+  o.dry_run = true;
+  Forward f;
+  Counters c;
+  find_version("tiled")->cpu_forward(p, Inputs{}, o, f, c);
+  Report r;
+  r.command = "lab probe";
+  Table t{"flops", "Probe", {{"flops", "flops", "FLOP", "count"}}, {}};
+  t.rows.push_back({c.matmul_flops});
+  r.tables.push_back(t);
+  r.observations.push_back("the probe counted " + std::to_string(c.matmul_flops) + " FLOPs");
+  return r;
+}
+
+}  // namespace flashlab::lab
+
+FLASHLAB_LAB({
+    .name = "probe",
+    .title_en = "A probe lab",
+    .title_zh = "探针实验",
+    .run = flashlab::lab::probe,
+    .tables = {"flops"},
+});
+)";
+  ASSERT_EQ(run_in(root, "git status --short", out), 0);
+  EXPECT_EQ(out, "?? labs/99_probe/\n");
+  ASSERT_EQ(run_in(root,
+                   "cmake --preset cpu -DFLASHLAB_TESTS=OFF >/dev/null && "
+                   "cmake --build --preset cpu --target flashlab",
+                   out),
+            0)
+      << out;
+  ASSERT_EQ(run_in(root, "build/cpu/flashlab lab list", out), 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\bprobe +A probe lab +labs/99_probe\\b"))) << out;
+  ASSERT_EQ(run_in(root, "build/cpu/flashlab lab all --json all.json >/dev/null", out), 0) << out;
+  const json all = json::parse(testing::slurp(root + "/all.json"));
+  ASSERT_FALSE(all["tables"].empty());
+  EXPECT_EQ(all["tables"].back()["id"], "probe.flops");  // last, as its folder is
+  EXPECT_EQ(all["tables"].back()["rows"][0]["flops"], 2 * 2 * 96 * 80 * 16);
+  bool said = false;
+  for (const json& o : all["observations"])
+    said = said || o == "[probe] the probe counted 491520 FLOPs";
+  EXPECT_TRUE(said) << all["observations"].dump();
+  ASSERT_EQ(run_in(root, "build/cpu/flashlab lab --help", out), 0) << out;
+  EXPECT_NE(out.find("probe"), std::string::npos) << out;
+}
+
+// Every file of a folder is hashed, whatever its kind: in a copy of the tree a student's rung with
+// an .inc of its own is built and run; then that .inc and kernels/common/sm90/wgmma_ops.inc are
+// edited, and `flashlab verify` names each of them as differing (and a file added since as one the
+// report does not know).
+TEST(Coursework, VerifyNamesAnEditedIncludeOfAnyKind) {
+  ScratchDir tmp;
+  const std::string root = tmp / "flashlab";
+  std::string out;
+  ASSERT_EQ(run_in(tmp.path().string(), copy_tree(root), out), 0) << out;
+  ASSERT_EQ(run_in(root, quoted(FLASHLAB_BIN) + " new incy --from atomic-dq", out), 0) << out;
+  std::string folder;
+  for (const auto& e : fs::directory_iterator(root + "/kernels"))
+    if (e.path().filename().string().ends_with("_incy")) folder = e.path().string();
+  ASSERT_FALSE(folder.empty()) << out;
+  std::ofstream(folder + "/constants.inc") << "// The rung's own constants.\n";
+  std::ofstream(folder + "/cpu.cpp", std::ios::app) << "#include \"constants.inc\"\n";
+  ASSERT_EQ(run_in(root,
+                   "cmake --preset cpu -DFLASHLAB_TESTS=OFF >/dev/null && "
+                   "cmake --build --preset cpu --target flashlab",
+                   out),
+            0)
+      << out;
+  ASSERT_EQ(run_in(root,
+                   "build/cpu/flashlab run --versions incy -N 40 -d 8 --repeats 1 --json r.json "
+                   ">/dev/null && build/cpu/flashlab verify r.json",
+                   out),
+            0)
+      << out;
+  std::ofstream(folder + "/constants.inc", std::ios::app) << "// edited\n";
+  std::ofstream(root + "/kernels/common/sm90/wgmma_ops.inc", std::ios::app) << "// edited\n";
+  std::ofstream(root + "/kernels/common/sm90/extra.inc") << "// new\n";
+  ASSERT_EQ(run_in(root, "build/cpu/flashlab verify r.json", out), 1) << out;
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex("MISMATCH kernels/[0-9]+_incy/constants.inc \\(incy\\): differs")))
+      << out;
+  EXPECT_NE(out.find("MISMATCH kernels/common/sm90/wgmma_ops.inc ((shared)): differs"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("MISMATCH kernels/common/sm90/extra.inc ((shared)): not in the report"),
+            std::string::npos)
+      << out;
+}
+
 // A folder's own build needs (kernels/<folder>/version.cmake): a rung that asks for sm_90a alone is
 // compiled for sm_90a when the build has compute_90a, and left out, with the reason, when it has
 // not; its CPU twin is registered either way. Configures only (no CUDA compile), and only where
@@ -136,7 +251,7 @@ TEST(Coursework, AFolderCanAskForItsOwnCudaArchitectures) {
   std::string out;
   const std::string copy =
       copy_tree(root) + " && " + quoted(FLASHLAB_BIN) + " new hopperish --from atomic-dq" +
-      " && echo 'set(VERSION_CUDA_ARCHS 90a)' > \"$(echo kernels/*_hopperish)/version.cmake\"";
+      " && echo 'set(VERSION_CUDA_ARCHS 90a)' >> \"$(echo kernels/*_hopperish)/version.cmake\"";
   ASSERT_EQ(run_in(tmp.path().string(), copy, out), 0) << out;
   const auto configure = [&](const std::string& gencode) {
     std::string log;

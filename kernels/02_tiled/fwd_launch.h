@@ -1,6 +1,6 @@
 // What cuda.cu needs to launch the tiled forward: its parameters, and one launcher per
-// (dtype, head dim, causal), each compiled in its own fwd_<dtype>_d<D>.cu so the build
-// parallelises. The names live under FLASHLAB_FOLDER (set by the build for this folder, see
+// (dtype, head dim, causal), each (dtype, head dim) compiled in an object of its own that the build
+// writes from version.cmake, so the build parallelises. The names live under FLASHLAB_FOLDER (set by the build for this folder, see
 // src/core/version.h), so a copy of the folder made by `flashlab new --from tiled` has its own.
 #pragma once
 

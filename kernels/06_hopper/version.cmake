@@ -2,3 +2,23 @@
 # target alone, and left out (the rung then runs as its CPU twin, and `flashlab list` says why)
 # when the build does not target it.
 set(VERSION_CUDA_ARCHS 90a)
+
+# Its heavy kernels, one object each (the build writes them; kernels/versions.cmake,
+# flashlab_instances): the forward and the two backwards for every (dtype, head dim), and the
+# ablation's forwards, each with one idea switched off (ablation.h), at bf16, d = 128 only.
+flashlab_instances(fwd INCLUDE fwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd
+  VARY T=__half,__nv_bfloat16 D=64,128
+  LINES "template void launch_fwd<@T@, @D@, false, kAllIdeas>(const FwdParams&, cudaStream_t)"
+        "template void launch_fwd<@T@, @D@, true, kAllIdeas>(const FwdParams&, cudaStream_t)")
+flashlab_instances(bwd INCLUDE bwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd
+  VARY T=__half,__nv_bfloat16 D=64,128
+  LINES "template void launch_bwd<@T@, @D@, false>(const BwdParams&, cudaStream_t)")
+flashlab_instances(bwd_det INCLUDE bwd_kernel.cuh
+  NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd
+  VARY T=__half,__nv_bfloat16 D=64,128
+  LINES "template void launch_bwd<@T@, @D@, true>(const BwdParams&, cudaStream_t)")
+flashlab_instances(ablation INCLUDE fwd_kernel.cuh
+  NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd
+  VARY IDEAS=kWithoutTma,kWithoutAsyncWgmma,kWithoutWarpSpecialization,kWithoutPingpong,kWithoutIntraOverlap,kWithoutTmaEpilogue,kWithoutHeavyFirst,kWithoutPersistent
+  LINES "template void launch_fwd<__nv_bfloat16, 128, false, @IDEAS@>(const FwdParams&, cudaStream_t)"
+        "template void launch_fwd<__nv_bfloat16, 128, true, @IDEAS@>(const FwdParams&, cudaStream_t)")

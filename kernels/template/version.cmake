@@ -8,3 +8,7 @@
 # Extra nvcc flags for this folder's .cu files, and extra g++ flags for its .cpp files:
 #   set(VERSION_CUDA_FLAGS --use_fast_math)
 #   set(VERSION_CXX_FLAGS -funroll-loops)
+# The folder's explicit template instantiations, one generated .cu each (kernels/versions.cmake):
+#   flashlab_instances(fwd INCLUDE fwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER
+#     VARY T=__half,__nv_bfloat16 D=64,128
+#     LINES "template void launch_fwd<@T@, @D@>(const FwdParams&, cudaStream_t)")

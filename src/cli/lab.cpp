@@ -1,4 +1,4 @@
-// flashlab lab list | NAME | all: the chapter labs (labs/*.cpp), printed or saved as JSON.
+// flashlab lab list | NAME | all: the chapter labs (labs/NN_name/), printed or saved as JSON.
 #include "labs/lab.h"
 
 #include <fmt/format.h>
@@ -53,9 +53,12 @@ std::vector<std::string> every_lab_table() {
 Report list_labs(const std::string& lang) {
   Report r;
   r.command = "lab list";
-  Table t{"labs", "Labs", {{"name", "name", "", ""}, {"title", "title", "", ""}}, {}};
+  Table t{"labs",
+          "Labs (in the order `lab all` runs them)",
+          {{"name", "name", "", ""}, {"title", "title", "", ""}, {"folder", "code", "", ""}},
+          {}};
   for (const LabInfo& l : labs())
-    t.rows.push_back({l.name, lang == "zh" ? l.title_zh : l.title_en});
+    t.rows.push_back({l.name, lang == "zh" ? l.title_zh : l.title_en, l.folder});
   r.tables.push_back(t);
   r.observations.push_back(
       lang == "zh" ? "用 `flashlab lab NAME` 运行其中一个，`flashlab lab all` 全部运行。"

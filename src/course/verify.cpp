@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
+#include "hashed_sources.h"
 #include "labs/lab.h"
 #include "report/json_doc.h"
 #include "report/schema_check.h"
@@ -57,14 +59,19 @@ std::string checked_path(const std::string& p) {
   return p;
 }
 
-// The files of a folder that a build would hash (versions.cmake: FLASHLAB_SOURCE_EXTENSIONS).
+// The files of a folder that a build would hash: every file below it, in every subfolder, whose
+// path relative to the folder does not match the build's rule (kernels/versions.cmake).
 std::set<std::string> folder_sources(const fs::path& root, const std::string& folder) {
-  static const std::set<std::string> kExt = {".cpp", ".cu", ".cuh", ".h", ".hpp", ".cmake"};
+  static const std::regex unhashed(kUnhashedRegex);
   std::set<std::string> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root / folder, ec))
-    if (e.is_regular_file() && kExt.count(e.path().extension().string()))
-      out.insert(folder + "/" + e.path().filename().string());
+  const fs::path dir = root / folder;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const std::string rel = it->path().lexically_relative(dir).generic_string();
+    if (!std::regex_search(rel, unhashed)) out.insert(folder + "/" + rel);
+  }
   return out;
 }
 

@@ -1,9 +1,0 @@
-// Instantiation: tiled forward, f16, d = 64, causal and not.
-#include "fwd_kernel.cuh"
-
-namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd {
-
-template void launch_fwd<__half, 64, false>(const FwdParams&, int, cudaStream_t);
-template void launch_fwd<__half, 64, true>(const FwdParams&, int, cudaStream_t);
-
-}  // namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd

@@ -1,9 +1,0 @@
-// Instantiation: Hopper forward, f16, d = 64, causal and not (sm_90a only).
-#include "fwd_kernel.cuh"
-
-namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
-
-template void launch_fwd<__half, 64, false, kAllIdeas>(const FwdParams&, cudaStream_t);
-template void launch_fwd<__half, 64, true, kAllIdeas>(const FwdParams&, cudaStream_t);
-
-}  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd
