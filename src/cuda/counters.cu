@@ -1,16 +1,9 @@
-// The CUPTI side of the counter layer (counters.h draws the sequence). libcupti is opened with
-// dlopen and every function is looked up by name, so the binary keeps its static CUDA runtime and
-// runs unchanged where libcupti is missing; the CUPTI headers give only the types.
+// The CUPTI side of the counter layer (counters.h draws the sequence): the profiler's setup, once
+// per process (chip, the metrics it knows, one config image), and the measurement of one pass
+// (auto ranges, user replay, decode). libcupti comes from cupti_api.h.
 #ifndef FLASHLAB_NO_CUPTI
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <cupti_callbacks.h>
-#include <cupti_profiler_host.h>
-#include <cupti_profiler_target.h>
-#include <cupti_range_profiler.h>
-#include <cupti_result.h>
-#include <cupti_target.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -22,101 +15,19 @@
 
 #include "core/cuda_check.h"
 #include "cuda/counters.h"
+#include "cuda/cupti_api.h"
 #include "cuda/runner.h"
 
 namespace flashlab::cuda {
 
 namespace {
 
-// Every CUPTI function used here, looked up by name in the loaded library.
-#define FLASHLAB_CUPTI_FUNCTIONS(X)               \
-  X(cuptiGetResultString)                         \
-  X(cuptiProfilerInitialize)                      \
-  X(cuptiProfilerDeviceSupported)                 \
-  X(cuptiDeviceGetChipName)                       \
-  X(cuptiProfilerGetCounterAvailability)          \
-  X(cuptiProfilerHostInitialize)                  \
-  X(cuptiProfilerHostDeinitialize)                \
-  X(cuptiProfilerHostConfigAddMetrics)            \
-  X(cuptiProfilerHostGetConfigImageSize)          \
-  X(cuptiProfilerHostGetConfigImage)              \
-  X(cuptiProfilerHostGetNumOfPasses)              \
-  X(cuptiProfilerHostEvaluateToGpuValues)         \
-  X(cuptiRangeProfilerEnable)                     \
-  X(cuptiRangeProfilerDisable)                    \
-  X(cuptiRangeProfilerGetCounterDataSize)         \
-  X(cuptiRangeProfilerCounterDataImageInitialize) \
-  X(cuptiRangeProfilerSetConfig)                  \
-  X(cuptiRangeProfilerStart)                      \
-  X(cuptiRangeProfilerStop)                       \
-  X(cuptiRangeProfilerPushRange)                  \
-  X(cuptiRangeProfilerPopRange)                   \
-  X(cuptiRangeProfilerDecodeData)                 \
-  X(cuptiRangeProfilerGetCounterDataInfo)         \
-  X(cuptiSubscribe)                               \
-  X(cuptiUnsubscribe)                             \
-  X(cuptiEnableDomain)
-
-struct Cupti {
-  void* handle = nullptr;
-  std::string path;
-#define FLASHLAB_CUPTI_POINTER(name) decltype(&::name) name = nullptr;
-  FLASHLAB_CUPTI_FUNCTIONS(FLASHLAB_CUPTI_POINTER)
-#undef FLASHLAB_CUPTI_POINTER
-};
-
-// A failed CUPTI call, with its code kept so callers can tell "no permission" from the rest.
-struct CuptiError : std::runtime_error {
-  int code;
-  CuptiError(int c, const std::string& what) : std::runtime_error(what), code(c) {}
-};
-
-// Where libcupti may be: the caller's choice, the loader's path, then the toolkit's usual places.
-std::vector<std::string> cupti_candidates() {
-  std::vector<std::string> c;
-  if (const char* p = std::getenv("FLASHLAB_CUPTI"); p && *p) c.push_back(p);
-  for (const char* name : {"libcupti.so.13", "libcupti.so"}) c.push_back(name);
-  for (const char* dir : {"/usr/local/cuda/extras/CUPTI/lib64", "/usr/local/cuda/lib64",
-                          "/usr/local/cuda/targets/x86_64-linux/lib",
-                          "/usr/local/cuda-13.0/extras/CUPTI/lib64", "/usr/local/cuda-13.0/lib64"})
-    c.push_back(std::string(dir) + "/libcupti.so.13");
-  return c;
-}
-
-// Loads libcupti and every function; throws a sentence saying what is missing.
-void load(Cupti& api) {
-  std::string first_error;
-  for (const std::string& path : cupti_candidates()) {
-    api.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (api.handle) {
-      api.path = path;
-      break;
-    }
-    if (first_error.empty()) {
-      const char* e = dlerror();
-      first_error = e ? e : path;
-    }
-  }
-  if (!api.handle)
-    throw std::runtime_error(
-        "libcupti (CUDA's profiling library) was not found: " + first_error +
-        " (install the CUDA toolkit's CUPTI, or point FLASHLAB_CUPTI at libcupti.so)");
-  char dir[4096] = {};  // where the loader found it, for the report
-  if (dlinfo(api.handle, RTLD_DI_ORIGIN, dir) == 0 && dir[0])
-    api.path = std::string(dir) + "/" + api.path.substr(api.path.rfind('/') + 1);
-#define FLASHLAB_CUPTI_LOOKUP(name)                                          \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(api.handle, #name)); \
-  if (!api.name)                                                             \
-    throw std::runtime_error(                                                \
-        api.path + " has no " #name " (CUPTI 12.6 or newer is needed for the range profiler)");
-  FLASHLAB_CUPTI_FUNCTIONS(FLASHLAB_CUPTI_LOOKUP)
-#undef FLASHLAB_CUPTI_LOOKUP
-}
+using cupti::params;
 
 // The process-wide state: the library, the chip, and one config image for the metrics the GPU
 // knows, made once.
 struct Profiler {
-  Cupti api;
+  cupti::Api api;
   CounterStatus status;
   CUcontext ctx = nullptr;
   std::string chip;
@@ -130,23 +41,6 @@ struct Profiler {
   size_t sweep_bytes = 0;
   unsigned* sink = nullptr;
 };
-
-// A CUPTI parameter struct: zeroed, with its size filled in.
-template <class P>
-P params(size_t struct_size) {
-  P p{};
-  p.structSize = struct_size;
-  return p;
-}
-
-void check(const Profiler& pr, CUptiResult r, const char* call) {
-  if (r == CUPTI_SUCCESS) return;
-  const char* text = nullptr;
-  if (pr.api.cuptiGetResultString) pr.api.cuptiGetResultString(r, &text);
-  throw CuptiError(static_cast<int>(r),
-                   describe_cupti_error(static_cast<int>(r), call, text ? text : ""));
-}
-#define FLASHLAB_CUPTI(pr, fn, params) check((pr), (pr).api.fn(params), #fn)
 
 // The primary context the runtime uses, from the driver's own entry point (the runtime is linked
 // statically, libcuda is not linked at all).
@@ -193,7 +87,7 @@ CUpti_Profiler_Host_Object* host_object(Profiler& pr) {
   p.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
   p.pChipName = pr.chip.c_str();
   p.pCounterAvailabilityImage = pr.availability.empty() ? nullptr : pr.availability.data();
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostInitialize, &p);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostInitialize, &p);
   return p.pHostObject;
 }
 
@@ -218,7 +112,7 @@ bool knows_metric(Profiler& pr, const char* name) {
   if (r == CUPTI_ERROR_INVALID_METRIC_NAME || r == CUPTI_ERROR_INVALID_PARAMETER ||
       r == CUPTI_ERROR_NOT_SUPPORTED)
     return false;
-  check(pr, r, "cuptiProfilerHostConfigAddMetrics");
+  cupti::check(pr.api, r, "cuptiProfilerHostConfigAddMetrics");
   return true;
 }
 
@@ -244,23 +138,23 @@ void build_config(Profiler& pr) {
   add.pHostObject = pr.host;
   add.ppMetricNames = pr.name_ptrs.data();
   add.numMetrics = pr.name_ptrs.size();
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostConfigAddMetrics, &add);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostConfigAddMetrics, &add);
   auto size = params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
       CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
   size.pHostObject = pr.host;
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostGetConfigImageSize, &size);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostGetConfigImageSize, &size);
   pr.config.resize(size.configImageSize);
   auto image = params<CUpti_Profiler_Host_GetConfigImage_Params>(
       CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
   image.pHostObject = pr.host;
   image.configImageSize = pr.config.size();
   image.pConfigImage = pr.config.data();
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostGetConfigImage, &image);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostGetConfigImage, &image);
   auto passes = params<CUpti_Profiler_Host_GetNumOfPasses_Params>(
       CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
   passes.configImageSize = pr.config.size();
   passes.pConfigImage = pr.config.data();
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostGetNumOfPasses, &passes);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostGetNumOfPasses, &passes);
   pr.status.replay_passes = static_cast<int>(passes.numOfPasses);
 }
 
@@ -269,7 +163,7 @@ void setup(Profiler& pr) {
     throw std::runtime_error(off);
   const DeviceInfo& dev = device_info();
   if (!dev.present) throw std::runtime_error(dev.why_absent);
-  load(pr.api);
+  cupti::load(pr.api);
   pr.status.library = pr.api.path;
   pr.ctx = current_context();
   int device = 0;
@@ -277,23 +171,23 @@ void setup(Profiler& pr) {
 
   auto init =
       params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
-  FLASHLAB_CUPTI(pr, cuptiProfilerInitialize, &init);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerInitialize, &init);
   if (const std::string why = unsupported_reason(pr, device); !why.empty())
     throw std::runtime_error(why);
 
   auto chip = params<CUpti_Device_GetChipName_Params>(CUpti_Device_GetChipName_Params_STRUCT_SIZE);
   chip.deviceIndex = static_cast<size_t>(device);
-  FLASHLAB_CUPTI(pr, cuptiDeviceGetChipName, &chip);
+  FLASHLAB_CUPTI(pr.api, cuptiDeviceGetChipName, &chip);
   pr.chip = chip.pChipName ? chip.pChipName : "";
   pr.status.chip = pr.chip;
 
   auto avail = params<CUpti_Profiler_GetCounterAvailability_Params>(
       CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
   avail.ctx = pr.ctx;
-  FLASHLAB_CUPTI(pr, cuptiProfilerGetCounterAvailability, &avail);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerGetCounterAvailability, &avail);
   pr.availability.resize(avail.counterAvailabilityImageSize);
   avail.pCounterAvailabilityImage = pr.availability.data();
-  FLASHLAB_CUPTI(pr, cuptiProfilerGetCounterAvailability, &avail);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerGetCounterAvailability, &avail);
 
   build_config(pr);
   pr.status.metrics = pr.names;
@@ -502,7 +396,7 @@ class RangeProfiler {
     auto p =
         params<CUpti_RangeProfiler_Enable_Params>(CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE);
     p.ctx = pr.ctx;
-    FLASHLAB_CUPTI(pr, cuptiRangeProfilerEnable, &p);
+    FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerEnable, &p);
     obj_ = p.pRangeProfilerObject;
   }
   ~RangeProfiler() {
@@ -546,14 +440,14 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
   size.numMetrics = pr.name_ptrs.size();
   size.maxNumOfRanges = kMaxRanges;
   size.maxNumRangeTreeNodes = kMaxRanges;
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerGetCounterDataSize, &size);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerGetCounterDataSize, &size);
   std::vector<uint8_t> data(size.counterDataSize);
   auto init = params<CUpti_RangeProfiler_CounterDataImage_Initialize_Params>(
       CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE);
   init.pRangeProfilerObject = rp.get();
   init.counterDataSize = data.size();
   init.pCounterData = data.data();
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerCounterDataImageInitialize, &init);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerCounterDataImageInitialize, &init);
 
   auto cfg = params<CUpti_RangeProfiler_SetConfig_Params>(
       CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE);
@@ -569,7 +463,7 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
   cfg.minNestingLevel = 1;
   cfg.passIndex = 0;
   cfg.targetNestingLevel = 1;
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerSetConfig, &cfg);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerSetConfig, &cfg);
 
   for (bool done = false; !done;) {
     if (++raw.replays > kMaxReplays)
@@ -585,7 +479,7 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
     auto start =
         params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
     start.pRangeProfilerObject = rp.get();
-    FLASHLAB_CUPTI(pr, cuptiRangeProfilerStart, &start);
+    FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerStart, &start);
     bool pushed = false;
     if (wrap) {
       auto push = params<CUpti_RangeProfiler_PushRange_Params>(
@@ -600,26 +494,26 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
       auto pop = params<CUpti_RangeProfiler_PopRange_Params>(
           CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
       pop.pRangeProfilerObject = rp.get();
-      FLASHLAB_CUPTI(pr, cuptiRangeProfilerPopRange, &pop);
+      FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerPopRange, &pop);
     }
     auto stop =
         params<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
     stop.pRangeProfilerObject = rp.get();
-    FLASHLAB_CUPTI(pr, cuptiRangeProfilerStop, &stop);
+    FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerStop, &stop);
     done = stop.isAllPassSubmitted != 0;
   }
 
   auto decode = params<CUpti_RangeProfiler_DecodeData_Params>(
       CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
   decode.pRangeProfilerObject = rp.get();
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerDecodeData, &decode);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerDecodeData, &decode);
   raw.dropped = decode.numOfRangeDropped;
 
   auto info = params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(
       CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
   info.pCounterDataImage = data.data();
   info.counterDataImageSize = data.size();
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerGetCounterDataInfo, &info);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerGetCounterDataInfo, &info);
   for (size_t r = 0; r < info.numTotalRanges; ++r) {
     std::vector<double> v(pr.name_ptrs.size());
     auto eval = params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
@@ -631,7 +525,7 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
     eval.ppMetricNames = pr.name_ptrs.data();
     eval.numMetrics = pr.name_ptrs.size();
     eval.pMetricValues = v.data();
-    FLASHLAB_CUPTI(pr, cuptiProfilerHostEvaluateToGpuValues, &eval);
+    FLASHLAB_CUPTI(pr.api, cuptiProfilerHostEvaluateToGpuValues, &eval);
     raw.values.push_back(std::move(v));
   }
   return raw;
@@ -641,7 +535,7 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
 
 CounterPlan plan_for_chip(const std::string& chip) {
   Profiler pr;
-  load(pr.api);
+  cupti::load(pr.api);
   pr.chip = chip;
   build_config(pr);
   drop_host_object(pr, pr.host);
@@ -668,13 +562,13 @@ PassCounters measure_pass(const std::function<void()>& prepare,
   std::string first_error;
   try {
     raw = measure_once(pr, prepare, launch, false);
-  } catch (const CuptiError& e) {
+  } catch (const cupti::Error& e) {
     first_error = e.what();
   }
   if (raw.values.empty()) {
     try {
       raw = measure_once(pr, prepare, launch, true);
-    } catch (const CuptiError& e) {
+    } catch (const cupti::Error& e) {
       throw std::runtime_error(first_error.empty() ? e.what() : first_error);
     }
     out.note = "ranges recorded only inside a pushed range";

@@ -1,7 +1,8 @@
 // Hardware counters around every kernel of one pass: DRAM bytes read and written, L2 traffic and
 // hit rates, tensor-pipe activity, duration. Read through CUPTI's range profiler (one range per
-// kernel launch), with libcupti loaded at run time (dlopen): a binary without it, or a user without
-// permission to read the counters, still runs and is told exactly why there are no counters.
+// kernel launch), with libcupti loaded at run time (dlopen, cupti_api.h): a binary without it, or a
+// user without permission to read the counters, still runs and is told exactly why there are no
+// counters.
 //
 // How one pass is measured (counters.cu):
 //
