@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -38,7 +37,6 @@ struct Profiler {
   std::vector<const char*> name_ptrs;  // the same, for the C API
   std::vector<std::string> keys;       // MetricSpec::key of each name
   void* sweep = nullptr;  // the buffer that empties L2 before each measured run (clean_l2)
-  size_t sweep_bytes = 0;
   unsigned* sink = nullptr;
 };
 
@@ -215,36 +213,13 @@ Profiler& profiler() {
 // DRAM is written when L2 evicts a dirty line, so a line left dirty by the preparation (the
 // poisoned outputs, a previous pass) and evicted during the measured kernel is charged to that
 // kernel. Nsight Compute flushes and invalidates L2 before each pass (--cache-control all) through
-// the driver; neither CUDA nor CUPTI offers that to a program, so it is imitated here by a sweep.
-//
-// FLASHLAB_L2_CLEAN picks the sweep, for the cross-check experiments only (tests/gpu,
-// scripts/l2_clean_experiment.sh): read (4x L2 read; the default), none, read16 (16x L2 read),
-// rotate (4x L2 read four times, each line by four different CTAs), write (4x L2 written),
-// write-read (4x L2 written, then another 4x read), prefetch (4x L2 prefetched into L2),
-// write-discard (4x L2 written, then its lines discarded from L2: invalidated, not written back).
-enum class Clean { none, read, read16, rotate, write, write_read, prefetch, write_discard };
+// the driver; neither CUDA nor CUPTI offers that to a program, so it is imitated here by a sweep:
+// a read of 4x L2, which leaves only clean lines behind.
 
-Clean clean_mode() {
-  const char* v = std::getenv("FLASHLAB_L2_CLEAN");
-  const std::string m = v ? v : "";
-  if (m.empty() || m == "read") return Clean::read;
-  if (m == "write-discard") return Clean::write_discard;
-  if (m == "none") return Clean::none;
-  if (m == "read16") return Clean::read16;
-  if (m == "rotate") return Clean::rotate;
-  if (m == "write") return Clean::write;
-  if (m == "write-read") return Clean::write_read;
-  if (m == "prefetch") return Clean::prefetch;
-  throw std::runtime_error("FLASHLAB_L2_CLEAN=" + m +
-                           " is none of none, read, read16, rotate, write, write-read, prefetch, "
-                           "write-discard");
-}
-
-// Reads p[0, n) as 16-byte words; `shift` moves every CTA onto the words of another one.
-__global__ void read_sweep(const uint4* p, size_t n, unsigned* sink, unsigned shift) {
-  const size_t block = (blockIdx.x + shift) % gridDim.x;
+// Reads p[0, n) as 16-byte words.
+__global__ void read_sweep(const uint4* p, size_t n, unsigned* sink) {
   unsigned acc = 0;
-  for (size_t i = block * blockDim.x + threadIdx.x; i < n;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const uint4 v = p[i];
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
@@ -252,91 +227,19 @@ __global__ void read_sweep(const uint4* p, size_t n, unsigned* sink, unsigned sh
   if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads; practically never taken
 }
 
-__global__ void write_sweep(uint4* p, size_t n) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    p[i] = make_uint4(static_cast<unsigned>(i), 0x5A5A5A5Au, 0, 0);
-}
-
-// One thread per 128-byte line of p[0, lines * 128).
-__global__ void discard_sweep(char* p, size_t lines) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < lines;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-    asm volatile("discard.global.L2 [%0], 128;" ::"l"(p + 128 * i) : "memory");
-#endif
-  }
-}
-
-__global__ void prefetch_sweep(const char* p, size_t lines) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < lines;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128 * i));
-}
-
-// The sweep buffer, at least `bytes` (allocated the first time a pass is measured, grown for the
-// experiments that need more).
-char* sweep_buffer(Profiler& pr, size_t bytes) {
-  if (pr.sweep_bytes < bytes) {
-    if (pr.sweep) FLASHLAB_CUDA_CHECK(cudaFree(pr.sweep));
-    pr.sweep = nullptr;
+// Sweeps L2 (see above) on the default stream, after the preparation has finished, and waits for
+// the sweep before the caller starts the range. The buffer is allocated the first time a pass is
+// measured.
+void clean_l2(Profiler& pr) {
+  const size_t l2 = static_cast<size_t>(std::max<int64_t>(device_info().l2_bytes, 1 << 20));
+  const unsigned grid = 8 * static_cast<unsigned>(std::max(device_info().sms, 1));
+  const size_t bytes = 4 * l2;
+  if (!pr.sweep) {
     FLASHLAB_CUDA_CHECK(cudaMalloc(&pr.sweep, bytes));
-    pr.sweep_bytes = bytes;
     FLASHLAB_CUDA_CHECK(cudaMemset(pr.sweep, 0x5A, bytes));
   }
-  return static_cast<char*>(pr.sweep);
-}
-
-// Sweeps L2 (see above) on the default stream, after the preparation has finished, and waits for
-// the sweep before the caller starts the range.
-void clean_l2(Profiler& pr) {
-  const Clean mode = clean_mode();
-  const size_t l2 = static_cast<size_t>(std::max<int64_t>(device_info().l2_bytes, 1 << 20));
-  const unsigned sms = static_cast<unsigned>(std::max(device_info().sms, 1)), grid = 8 * sms;
-  const size_t x4 = 4 * l2;
-  auto read = [&](const char* p, size_t bytes, unsigned shift) {
-    read_sweep<<<grid, 256>>>(reinterpret_cast<const uint4*>(p), bytes / 16, pr.sink, shift);
-    FLASHLAB_CHECK_LAUNCH();
-  };
-  auto write = [&](char* p, size_t bytes) {
-    write_sweep<<<grid, 256>>>(reinterpret_cast<uint4*>(p), bytes / 16);
-    FLASHLAB_CHECK_LAUNCH();
-  };
-  switch (mode) {
-    case Clean::none:
-      break;
-    case Clean::read:
-      read(sweep_buffer(pr, x4), x4, 0);
-      break;
-    case Clean::read16:
-      read(sweep_buffer(pr, 4 * x4), 4 * x4, 0);
-      break;
-    case Clean::rotate:
-      // Each CTA's words again from a CTA a quarter of the SMs away, whether the CTAs went to
-      // the SMs round robin or eight at a time.
-      for (unsigned k = 0; k < 4; ++k) read(sweep_buffer(pr, x4), x4, k * (grid / 4 + sms / 4));
-      break;
-    case Clean::write:
-      write(sweep_buffer(pr, x4), x4);
-      break;
-    case Clean::write_read: {
-      char* p = sweep_buffer(pr, 2 * x4);
-      write(p, x4);
-      read(p + x4, x4, 0);
-      break;
-    }
-    case Clean::prefetch:
-      prefetch_sweep<<<grid, 256>>>(sweep_buffer(pr, x4), x4 / 128);
-      FLASHLAB_CHECK_LAUNCH();
-      break;
-    case Clean::write_discard: {
-      char* p = sweep_buffer(pr, x4);
-      write(p, x4);
-      discard_sweep<<<grid, 256>>>(p, x4 / 128);
-      FLASHLAB_CHECK_LAUNCH();
-      break;
-    }
-  }
+  read_sweep<<<grid, 256>>>(static_cast<const uint4*>(pr.sweep), bytes / 16, pr.sink);
+  FLASHLAB_CHECK_LAUNCH();
   FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -21,9 +21,7 @@
 // (cuda::RunOptions::counters): the runner's timing path never loads CUPTI.
 //
 // FLASHLAB_COUNTERS=off switches the counters off (the lab then says so, as it does when libcupti
-// is missing); FLASHLAB_CUPTI=/path/to/libcupti.so picks the library; FLASHLAB_L2_CLEAN picks how
-// L2 is emptied before a measured run, for the Nsight Compute cross-check experiments only
-// (counters.cu lists the ways).
+// is missing); FLASHLAB_CUPTI=/path/to/libcupti.so picks the library.
 #pragma once
 
 #include <functional>
