@@ -1,11 +1,11 @@
 // The CUPTI side of the counter layer (counters.h draws the sequence): the profiler's setup, once
 // per process (chip, the metrics it knows, one config image), and the measurement of one pass
-// (auto ranges, user replay, decode). libcupti comes from cupti_api.h.
+// (auto ranges, user replay, decode). libcupti comes from cupti_api.h; L2 is emptied before each
+// run by the flush the caller hands in (l2_flush.h).
 #ifndef FLASHLAB_NO_CUPTI
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +15,7 @@
 #include "core/cuda_check.h"
 #include "cuda/counters.h"
 #include "cuda/cupti_api.h"
+#include "cuda/l2_flush.h"
 #include "cuda/runner.h"
 
 namespace flashlab::cuda {
@@ -36,8 +37,6 @@ struct Profiler {
   std::vector<std::string> names;      // CUPTI names in use
   std::vector<const char*> name_ptrs;  // the same, for the C API
   std::vector<std::string> keys;       // MetricSpec::key of each name
-  void* sweep = nullptr;  // the buffer that empties L2 before each measured run (clean_l2)
-  unsigned* sink = nullptr;
 };
 
 // The primary context the runtime uses, from the driver's own entry point (the runtime is linked
@@ -189,8 +188,6 @@ void setup(Profiler& pr) {
 
   build_config(pr);
   pr.status.metrics = pr.names;
-
-  FLASHLAB_CUDA_CHECK(cudaMalloc(&pr.sink, sizeof(unsigned)));
   pr.status.available = true;
 }
 
@@ -206,41 +203,6 @@ Profiler& profiler() {
     }
   });
   return pr;
-}
-
-// --- Emptying L2 before a measured run --------------------------------------------------------
-//
-// DRAM is written when L2 evicts a dirty line, so a line left dirty by the preparation (the
-// poisoned outputs, a previous pass) and evicted during the measured kernel is charged to that
-// kernel. Nsight Compute flushes and invalidates L2 before each pass (--cache-control all) through
-// the driver; neither CUDA nor CUPTI offers that to a program, so it is imitated here by a sweep:
-// a read of 4x L2, which leaves only clean lines behind.
-
-// Reads p[0, n) as 16-byte words.
-__global__ void read_sweep(const uint4* p, size_t n, unsigned* sink) {
-  unsigned acc = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = p[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads; practically never taken
-}
-
-// Sweeps L2 (see above) on the default stream, after the preparation has finished, and waits for
-// the sweep before the caller starts the range. The buffer is allocated the first time a pass is
-// measured.
-void clean_l2(Profiler& pr) {
-  const size_t l2 = static_cast<size_t>(std::max<int64_t>(device_info().l2_bytes, 1 << 20));
-  const unsigned grid = 8 * static_cast<unsigned>(std::max(device_info().sms, 1));
-  const size_t bytes = 4 * l2;
-  if (!pr.sweep) {
-    FLASHLAB_CUDA_CHECK(cudaMalloc(&pr.sweep, bytes));
-    FLASHLAB_CUDA_CHECK(cudaMemset(pr.sweep, 0x5A, bytes));
-  }
-  read_sweep<<<grid, 256>>>(static_cast<const uint4*>(pr.sweep), bytes / 16, pr.sink);
-  FLASHLAB_CHECK_LAUNCH();
-  FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 // Kernel names, in launch order, from the driver's and the runtime's launch callbacks (a memset
@@ -330,7 +292,7 @@ struct Raw {
 
 // One measurement of a pass. `wrap` puts the launches inside a pushed range as well.
 Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
-                 const std::function<void()>& launch, bool wrap) {
+                 const std::function<void()>& launch, const L2Flush& l2, bool wrap) {
   Raw raw;
   LaunchNames names(pr, raw.log);
   raw.names_logged = names.active();
@@ -375,9 +337,11 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
     prepare();
     // The outputs were just poisoned on the runner's stream (non-blocking, so not ordered with
     // the sweep on the default stream): let those stores finish before the sweep pushes their
-    // dirty lines out of L2, or their write-back is charged to the kernel.
+    // dirty lines out of L2, or their write-back is charged to the kernel. Then the sweep, and
+    // the range starts only after it.
     FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
-    clean_l2(pr);
+    l2.sweep(nullptr);
+    FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
     raw.log.clear();
     auto start =
         params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
@@ -454,8 +418,8 @@ const CounterStatus& counter_status() {
   return profiler().status;
 }
 
-PassCounters measure_pass(const std::function<void()>& prepare,
-                          const std::function<void()>& launch) {
+PassCounters measure_pass(const std::function<void()>& prepare, const std::function<void()>& launch,
+                          const L2Flush& l2) {
   Profiler& pr = profiler();
   if (!pr.status.available) throw std::runtime_error(pr.status.why_not);
   PassCounters out;
@@ -464,13 +428,13 @@ PassCounters measure_pass(const std::function<void()>& prepare,
   Raw raw;
   std::string first_error;
   try {
-    raw = measure_once(pr, prepare, launch, false);
+    raw = measure_once(pr, prepare, launch, l2, false);
   } catch (const cupti::Error& e) {
     first_error = e.what();
   }
   if (raw.values.empty()) {
     try {
-      raw = measure_once(pr, prepare, launch, true);
+      raw = measure_once(pr, prepare, launch, l2, true);
     } catch (const cupti::Error& e) {
       throw std::runtime_error(first_error.empty() ? e.what() : first_error);
     }
@@ -526,7 +490,8 @@ const CounterStatus& counter_status() {
   return s;
 }
 
-PassCounters measure_pass(const std::function<void()>&, const std::function<void()>&) {
+PassCounters measure_pass(const std::function<void()>&, const std::function<void()>&,
+                          const L2Flush&) {
   throw std::runtime_error(counter_status().why_not);
 }
 
