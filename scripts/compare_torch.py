@@ -10,7 +10,8 @@ and writes one JSON document with the flashlab commit, torch version, GPU name a
 How PyTorch is timed (the same method as flashlab's runner):
   - inputs drawn from a seeded normal distribution (never zeros), [B, H, N, d], contiguous;
   - warm-up runs first, then `repeats` timed runs, median reported (min and max kept);
-  - before every timed run the L2 cache is flushed by writing a buffer of 4x the L2 size;
+  - before every timed run the L2 cache is flushed by reading a buffer of 4x the L2 size (a read
+    leaves only clean lines in L2, so the pass pays no write-back of the flush; src/cuda/l2_flush.h);
   - CUDA events around the pass only.
   - forward: sdpa(q, k, v, is_causal) under torch.no_grad();
   - backward: the forward is run once with requires_grad, and each timed run is
@@ -75,7 +76,7 @@ class TorchTimer:
         self.warmup = warmup
         props = torch.cuda.get_device_properties(0)
         l2 = getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20
-        self.flush_buf = torch.empty(4 * l2, dtype=torch.uint8, device="cuda")
+        self.flush_buf = torch.zeros(4 * l2 // 8, dtype=torch.int64, device="cuda")
 
     def time(self, fn):
         torch = self.torch
@@ -85,7 +86,7 @@ class TorchTimer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
         for i in range(self.repeats):
-            self.flush_buf.zero_()
+            self.flush_buf.sum()
             starts[i].record()
             fn()
             ends[i].record()

@@ -68,7 +68,9 @@ if has ncu; then
   # its own), against what the lab's CUPTI counters recorded for the same kernel and shape.
   # Nsight Compute runs twice: with its default cache control (L2 flushed and invalidated before
   # the kernel) and with `--cache-control none` (L2 as the program left it, which is what the
-  # lab's range profiler sees). Reads do not depend on it; writes do (docs/results/steps/l2_clean).
+  # lab's range profiler sees). Reads do not depend on it; writes do, and no way of emptying L2
+  # from the program moves the range profiler's figure towards the flushed one (seven sweeps
+  # against none, an experiment since retired; its outputs are in docs/results/steps/l2_clean).
   for cc in all none; do
     run_stage "ncu_$cc" 150 ncu --clock-control none --cache-control "$cc" --csv --page raw \
       --print-units base --metrics dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes kernels/common/sm90/wgmma_ops.inc: one inline-PTX wrapper per wgmma shape the Hopper
-kernels use.
+kernels and the wgmma ceiling use.
 
 A wgmma instruction names every accumulator register of its thread (N/2 of them for m64nNk16), and
 inline assembly cannot build an operand list from a template parameter, so each shape is spelled
@@ -12,6 +12,8 @@ out once here, by a program, instead of by hand. Run it after changing SHAPES:
 SHAPES = [64, 128]  # the N of m64nNk16 that the kernels use (Bc for S, d for O)
 TT_SHAPES = [64]  # the backward's dQ = dS K: both operands MN-major
 TYPES = [("__half", "f16"), ("__nv_bfloat16", "bf16")]
+# The wgmma ceiling (src/cuda/ceilings.cu): the widest product, bf16, both operands K-major.
+CEILING_SHAPES = [("__nv_bfloat16", "bf16", 256)]
 
 
 def regs(first, count):
@@ -67,6 +69,8 @@ def main():
             print(emit_rs(ctype, ptx, n))
         for n in TT_SHAPES:
             print(emit_ss(ctype, ptx, n, "wgmma_ss_tt", "1, 1"))
+    for ctype, ptx, n in CEILING_SHAPES:
+        print(emit_ss(ctype, ptx, n))
     print("// clang-format on")
 
 

@@ -12,10 +12,10 @@
 //             which checks the descriptors and the fragment layout
 //   ffma      8 independent fmaf chains a thread; 2 FLOP an instruction
 //
-// Shared-memory layout of the wgmma operands (K-major, no swizzle): 8 x 8 "core matrices" of 128
-// bytes (8 rows of 16 bytes); core matrices adjacent along M (or N) are 128 bytes apart (the
-// descriptor's stride byte offset), those adjacent along K a whole column of them apart (its
-// leading byte offset: 1024 bytes for A, 4096 for B).
+// Shared-memory layout of the wgmma operands (K-major, no swizzle; sm90/wgmma.cuh draws it): 8 x 8
+// "core matrices" of 128 bytes (8 rows of 16 bytes); core matrices adjacent along M (or N) are 128
+// bytes apart (the descriptor's stride byte offset), those adjacent along K a whole column of them
+// apart (its leading byte offset: 1024 bytes for A, 4096 for B).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "common/sm80/mma.cuh"
+#include "common/sm90/bulk.cuh"
+#include "common/sm90/wgmma.cuh"
 #include "core/cuda_check.h"
 #include "core/dtype.h"
 #include "core/rng.h"
@@ -247,59 +249,17 @@ __global__ void sm90a_probe(int* out) {
 }
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint64_t smem_descriptor(const void* p, uint32_t lbo) {
-  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  return uint64_t((a >> 4) & 0x3FFF) | uint64_t((lbo >> 4) & 0x3FFF) << 16 |
-         uint64_t((kCoreBytes >> 4) & 0x3FFF) << 32;  // base offset 0, no swizzle
+// Descriptor of an operand at `p` whose K-adjacent core matrices are `lbo` bytes apart.
+__device__ __forceinline__ uint64_t operand_desc(const void* p, uint32_t lbo) {
+  return sm90::smem_desc_unswizzled(smem_addr(p), lbo, kCoreBytes);
 }
 
-// d (64 x 256, fp32, 128 registers a thread) = A B^T + (accumulate ? d : 0).
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
-                                                 int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
-      "%127 "
-      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
-        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
-        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
-        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
-        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
-        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
-        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
-        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
-        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-#endif
-
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Copies the operand images into shared memory, where wgmma reads them (through the async proxy).
 __device__ void load_operands(unsigned char* smem, const uint4* a_image, const uint4* b_image) {
   auto* s = reinterpret_cast<uint4*>(smem);
   for (uint32_t i = threadIdx.x; i < (kBytesA + kBytesB) / 16; i += blockDim.x)
     s[i] = i < kBytesA / 16 ? a_image[i] : b_image[i - kBytesA / 16];
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  sm90::fence_proxy_async();
   __syncthreads();
 }
 #endif
@@ -315,10 +275,12 @@ __global__ void __launch_bounds__(128, 1)
   float d[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) d[i] = 0.f;
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-  wgmma_m64n256k16(d, smem_descriptor(smem, kLboA), smem_descriptor(smem + kBytesA, kLboB), 0);
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  sm90::wgmma_fence();
+  // d (64 x 256, fp32, 128 registers a thread) = A B^T, one instruction
+  sm90::wgmma_ss<__nv_bfloat16, kWgN>(d, operand_desc(smem, kLboA),
+                                      operand_desc(smem + kBytesA, kLboB), 0);
+  sm90::wgmma_commit();
+  sm90::wgmma_wait<0>();
   const int w = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
 #pragma unroll
   for (int i = 0; i < 128; ++i)
@@ -338,13 +300,13 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
   for (int i = 0; i < 128; ++i) d[i] = 0.f;
   for (int it = 0; it < iters; ++it) {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    sm90::wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kWgSteps; ++k)
-      wgmma_m64n256k16(d, smem_descriptor(smem + 2 * k * kLboA, kLboA),
-                       smem_descriptor(smem + kBytesA + 2 * k * kLboB, kLboB), 1);
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      sm90::wgmma_ss<__nv_bfloat16, kWgN>(d, operand_desc(smem + 2 * k * kLboA, kLboA),
+                                          operand_desc(smem + kBytesA + 2 * k * kLboB, kLboB), 1);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();
   }
   float sum = 0;
 #pragma unroll
@@ -421,8 +383,7 @@ Ceiling wgmma_ceiling(const DeviceInfo& dev) {
   return c;
 }
 
-// ---- fp32 FMA
-// ------------------------------------------------------------------------------------
+// ---- fp32 FMA -----------------------------------------------------------------------------------
 
 constexpr int kFmaChains = 8;
 

@@ -1,20 +1,12 @@
-// The CUPTI side of the counter layer (counters.h draws the sequence). libcupti is opened with
-// dlopen and every function is looked up by name, so the binary keeps its static CUDA runtime and
-// runs unchanged where libcupti is missing; the CUPTI headers give only the types.
+// The CUPTI side of the counter layer (counters.h draws the sequence): the profiler's setup, once
+// per process (chip, the metrics it knows, one config image), and the measurement of one pass
+// (auto ranges, user replay, decode). libcupti comes from cupti_api.h; L2 is emptied before each
+// run by the flush the caller hands in (l2_flush.h).
 #ifndef FLASHLAB_NO_CUPTI
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <cupti_callbacks.h>
-#include <cupti_profiler_host.h>
-#include <cupti_profiler_target.h>
-#include <cupti_range_profiler.h>
-#include <cupti_result.h>
-#include <cupti_target.h>
-#include <dlfcn.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -22,101 +14,20 @@
 
 #include "core/cuda_check.h"
 #include "cuda/counters.h"
+#include "cuda/cupti_api.h"
+#include "cuda/l2_flush.h"
 #include "cuda/runner.h"
 
 namespace flashlab::cuda {
 
 namespace {
 
-// Every CUPTI function used here, looked up by name in the loaded library.
-#define FLASHLAB_CUPTI_FUNCTIONS(X)               \
-  X(cuptiGetResultString)                         \
-  X(cuptiProfilerInitialize)                      \
-  X(cuptiProfilerDeviceSupported)                 \
-  X(cuptiDeviceGetChipName)                       \
-  X(cuptiProfilerGetCounterAvailability)          \
-  X(cuptiProfilerHostInitialize)                  \
-  X(cuptiProfilerHostDeinitialize)                \
-  X(cuptiProfilerHostConfigAddMetrics)            \
-  X(cuptiProfilerHostGetConfigImageSize)          \
-  X(cuptiProfilerHostGetConfigImage)              \
-  X(cuptiProfilerHostGetNumOfPasses)              \
-  X(cuptiProfilerHostEvaluateToGpuValues)         \
-  X(cuptiRangeProfilerEnable)                     \
-  X(cuptiRangeProfilerDisable)                    \
-  X(cuptiRangeProfilerGetCounterDataSize)         \
-  X(cuptiRangeProfilerCounterDataImageInitialize) \
-  X(cuptiRangeProfilerSetConfig)                  \
-  X(cuptiRangeProfilerStart)                      \
-  X(cuptiRangeProfilerStop)                       \
-  X(cuptiRangeProfilerPushRange)                  \
-  X(cuptiRangeProfilerPopRange)                   \
-  X(cuptiRangeProfilerDecodeData)                 \
-  X(cuptiRangeProfilerGetCounterDataInfo)         \
-  X(cuptiSubscribe)                               \
-  X(cuptiUnsubscribe)                             \
-  X(cuptiEnableDomain)
-
-struct Cupti {
-  void* handle = nullptr;
-  std::string path;
-#define FLASHLAB_CUPTI_POINTER(name) decltype(&::name) name = nullptr;
-  FLASHLAB_CUPTI_FUNCTIONS(FLASHLAB_CUPTI_POINTER)
-#undef FLASHLAB_CUPTI_POINTER
-};
-
-// A failed CUPTI call, with its code kept so callers can tell "no permission" from the rest.
-struct CuptiError : std::runtime_error {
-  int code;
-  CuptiError(int c, const std::string& what) : std::runtime_error(what), code(c) {}
-};
-
-// Where libcupti may be: the caller's choice, the loader's path, then the toolkit's usual places.
-std::vector<std::string> cupti_candidates() {
-  std::vector<std::string> c;
-  if (const char* p = std::getenv("FLASHLAB_CUPTI"); p && *p) c.push_back(p);
-  for (const char* name : {"libcupti.so.13", "libcupti.so"}) c.push_back(name);
-  for (const char* dir : {"/usr/local/cuda/extras/CUPTI/lib64", "/usr/local/cuda/lib64",
-                          "/usr/local/cuda/targets/x86_64-linux/lib",
-                          "/usr/local/cuda-13.0/extras/CUPTI/lib64", "/usr/local/cuda-13.0/lib64"})
-    c.push_back(std::string(dir) + "/libcupti.so.13");
-  return c;
-}
-
-// Loads libcupti and every function; throws a sentence saying what is missing.
-void load(Cupti& api) {
-  std::string first_error;
-  for (const std::string& path : cupti_candidates()) {
-    api.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (api.handle) {
-      api.path = path;
-      break;
-    }
-    if (first_error.empty()) {
-      const char* e = dlerror();
-      first_error = e ? e : path;
-    }
-  }
-  if (!api.handle)
-    throw std::runtime_error(
-        "libcupti (CUDA's profiling library) was not found: " + first_error +
-        " (install the CUDA toolkit's CUPTI, or point FLASHLAB_CUPTI at libcupti.so)");
-  char dir[4096] = {};  // where the loader found it, for the report
-  if (dlinfo(api.handle, RTLD_DI_ORIGIN, dir) == 0 && dir[0])
-    api.path = std::string(dir) + "/" + api.path.substr(api.path.rfind('/') + 1);
-#define FLASHLAB_CUPTI_LOOKUP(name)                                          \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(api.handle, #name)); \
-  if (!api.name)                                                             \
-    throw std::runtime_error(                                                \
-        api.path + " has no " #name " (CUPTI 12.6 or newer is needed for the range profiler)");
-  FLASHLAB_CUPTI_FUNCTIONS(FLASHLAB_CUPTI_LOOKUP)
-#undef FLASHLAB_CUPTI_LOOKUP
-}
+using cupti::params;
 
 // The process-wide state: the library, the chip, and one config image for the metrics the GPU
 // knows, made once.
 struct Profiler {
-  Cupti api;
+  cupti::Api api;
   CounterStatus status;
   CUcontext ctx = nullptr;
   std::string chip;
@@ -126,27 +37,7 @@ struct Profiler {
   std::vector<std::string> names;      // CUPTI names in use
   std::vector<const char*> name_ptrs;  // the same, for the C API
   std::vector<std::string> keys;       // MetricSpec::key of each name
-  void* sweep = nullptr;  // the buffer that empties L2 before each measured run (clean_l2)
-  size_t sweep_bytes = 0;
-  unsigned* sink = nullptr;
 };
-
-// A CUPTI parameter struct: zeroed, with its size filled in.
-template <class P>
-P params(size_t struct_size) {
-  P p{};
-  p.structSize = struct_size;
-  return p;
-}
-
-void check(const Profiler& pr, CUptiResult r, const char* call) {
-  if (r == CUPTI_SUCCESS) return;
-  const char* text = nullptr;
-  if (pr.api.cuptiGetResultString) pr.api.cuptiGetResultString(r, &text);
-  throw CuptiError(static_cast<int>(r),
-                   describe_cupti_error(static_cast<int>(r), call, text ? text : ""));
-}
-#define FLASHLAB_CUPTI(pr, fn, params) check((pr), (pr).api.fn(params), #fn)
 
 // The primary context the runtime uses, from the driver's own entry point (the runtime is linked
 // statically, libcuda is not linked at all).
@@ -193,7 +84,7 @@ CUpti_Profiler_Host_Object* host_object(Profiler& pr) {
   p.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
   p.pChipName = pr.chip.c_str();
   p.pCounterAvailabilityImage = pr.availability.empty() ? nullptr : pr.availability.data();
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostInitialize, &p);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostInitialize, &p);
   return p.pHostObject;
 }
 
@@ -218,7 +109,7 @@ bool knows_metric(Profiler& pr, const char* name) {
   if (r == CUPTI_ERROR_INVALID_METRIC_NAME || r == CUPTI_ERROR_INVALID_PARAMETER ||
       r == CUPTI_ERROR_NOT_SUPPORTED)
     return false;
-  check(pr, r, "cuptiProfilerHostConfigAddMetrics");
+  cupti::check(pr.api, r, "cuptiProfilerHostConfigAddMetrics");
   return true;
 }
 
@@ -244,23 +135,23 @@ void build_config(Profiler& pr) {
   add.pHostObject = pr.host;
   add.ppMetricNames = pr.name_ptrs.data();
   add.numMetrics = pr.name_ptrs.size();
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostConfigAddMetrics, &add);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostConfigAddMetrics, &add);
   auto size = params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
       CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
   size.pHostObject = pr.host;
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostGetConfigImageSize, &size);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostGetConfigImageSize, &size);
   pr.config.resize(size.configImageSize);
   auto image = params<CUpti_Profiler_Host_GetConfigImage_Params>(
       CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
   image.pHostObject = pr.host;
   image.configImageSize = pr.config.size();
   image.pConfigImage = pr.config.data();
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostGetConfigImage, &image);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostGetConfigImage, &image);
   auto passes = params<CUpti_Profiler_Host_GetNumOfPasses_Params>(
       CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
   passes.configImageSize = pr.config.size();
   passes.pConfigImage = pr.config.data();
-  FLASHLAB_CUPTI(pr, cuptiProfilerHostGetNumOfPasses, &passes);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerHostGetNumOfPasses, &passes);
   pr.status.replay_passes = static_cast<int>(passes.numOfPasses);
 }
 
@@ -269,7 +160,7 @@ void setup(Profiler& pr) {
     throw std::runtime_error(off);
   const DeviceInfo& dev = device_info();
   if (!dev.present) throw std::runtime_error(dev.why_absent);
-  load(pr.api);
+  cupti::load(pr.api);
   pr.status.library = pr.api.path;
   pr.ctx = current_context();
   int device = 0;
@@ -277,28 +168,26 @@ void setup(Profiler& pr) {
 
   auto init =
       params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
-  FLASHLAB_CUPTI(pr, cuptiProfilerInitialize, &init);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerInitialize, &init);
   if (const std::string why = unsupported_reason(pr, device); !why.empty())
     throw std::runtime_error(why);
 
   auto chip = params<CUpti_Device_GetChipName_Params>(CUpti_Device_GetChipName_Params_STRUCT_SIZE);
   chip.deviceIndex = static_cast<size_t>(device);
-  FLASHLAB_CUPTI(pr, cuptiDeviceGetChipName, &chip);
+  FLASHLAB_CUPTI(pr.api, cuptiDeviceGetChipName, &chip);
   pr.chip = chip.pChipName ? chip.pChipName : "";
   pr.status.chip = pr.chip;
 
   auto avail = params<CUpti_Profiler_GetCounterAvailability_Params>(
       CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
   avail.ctx = pr.ctx;
-  FLASHLAB_CUPTI(pr, cuptiProfilerGetCounterAvailability, &avail);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerGetCounterAvailability, &avail);
   pr.availability.resize(avail.counterAvailabilityImageSize);
   avail.pCounterAvailabilityImage = pr.availability.data();
-  FLASHLAB_CUPTI(pr, cuptiProfilerGetCounterAvailability, &avail);
+  FLASHLAB_CUPTI(pr.api, cuptiProfilerGetCounterAvailability, &avail);
 
   build_config(pr);
   pr.status.metrics = pr.names;
-
-  FLASHLAB_CUDA_CHECK(cudaMalloc(&pr.sink, sizeof(unsigned)));
   pr.status.available = true;
 }
 
@@ -314,136 +203,6 @@ Profiler& profiler() {
     }
   });
   return pr;
-}
-
-// --- Emptying L2 before a measured run --------------------------------------------------------
-//
-// DRAM is written when L2 evicts a dirty line, so a line left dirty by the preparation (the
-// poisoned outputs, a previous pass) and evicted during the measured kernel is charged to that
-// kernel. Nsight Compute flushes and invalidates L2 before each pass (--cache-control all) through
-// the driver; neither CUDA nor CUPTI offers that to a program, so it is imitated here by a sweep.
-//
-// FLASHLAB_L2_CLEAN picks the sweep, for the cross-check experiments only (tests/gpu,
-// scripts/l2_clean_experiment.sh): read (4x L2 read; the default), none, read16 (16x L2 read),
-// rotate (4x L2 read four times, each line by four different CTAs), write (4x L2 written),
-// write-read (4x L2 written, then another 4x read), prefetch (4x L2 prefetched into L2),
-// write-discard (4x L2 written, then its lines discarded from L2: invalidated, not written back).
-enum class Clean { none, read, read16, rotate, write, write_read, prefetch, write_discard };
-
-Clean clean_mode() {
-  const char* v = std::getenv("FLASHLAB_L2_CLEAN");
-  const std::string m = v ? v : "";
-  if (m.empty() || m == "read") return Clean::read;
-  if (m == "write-discard") return Clean::write_discard;
-  if (m == "none") return Clean::none;
-  if (m == "read16") return Clean::read16;
-  if (m == "rotate") return Clean::rotate;
-  if (m == "write") return Clean::write;
-  if (m == "write-read") return Clean::write_read;
-  if (m == "prefetch") return Clean::prefetch;
-  throw std::runtime_error("FLASHLAB_L2_CLEAN=" + m +
-                           " is none of none, read, read16, rotate, write, write-read, prefetch, "
-                           "write-discard");
-}
-
-// Reads p[0, n) as 16-byte words; `shift` moves every CTA onto the words of another one.
-__global__ void read_sweep(const uint4* p, size_t n, unsigned* sink, unsigned shift) {
-  const size_t block = (blockIdx.x + shift) % gridDim.x;
-  unsigned acc = 0;
-  for (size_t i = block * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = p[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads; practically never taken
-}
-
-__global__ void write_sweep(uint4* p, size_t n) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    p[i] = make_uint4(static_cast<unsigned>(i), 0x5A5A5A5Au, 0, 0);
-}
-
-// One thread per 128-byte line of p[0, lines * 128).
-__global__ void discard_sweep(char* p, size_t lines) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < lines;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-    asm volatile("discard.global.L2 [%0], 128;" ::"l"(p + 128 * i) : "memory");
-#endif
-  }
-}
-
-__global__ void prefetch_sweep(const char* p, size_t lines) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < lines;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128 * i));
-}
-
-// The sweep buffer, at least `bytes` (allocated the first time a pass is measured, grown for the
-// experiments that need more).
-char* sweep_buffer(Profiler& pr, size_t bytes) {
-  if (pr.sweep_bytes < bytes) {
-    if (pr.sweep) FLASHLAB_CUDA_CHECK(cudaFree(pr.sweep));
-    pr.sweep = nullptr;
-    FLASHLAB_CUDA_CHECK(cudaMalloc(&pr.sweep, bytes));
-    pr.sweep_bytes = bytes;
-    FLASHLAB_CUDA_CHECK(cudaMemset(pr.sweep, 0x5A, bytes));
-  }
-  return static_cast<char*>(pr.sweep);
-}
-
-// Sweeps L2 (see above) on the default stream, after the preparation has finished, and waits for
-// the sweep before the caller starts the range.
-void clean_l2(Profiler& pr) {
-  const Clean mode = clean_mode();
-  const size_t l2 = static_cast<size_t>(std::max<int64_t>(device_info().l2_bytes, 1 << 20));
-  const unsigned sms = static_cast<unsigned>(std::max(device_info().sms, 1)), grid = 8 * sms;
-  const size_t x4 = 4 * l2;
-  auto read = [&](const char* p, size_t bytes, unsigned shift) {
-    read_sweep<<<grid, 256>>>(reinterpret_cast<const uint4*>(p), bytes / 16, pr.sink, shift);
-    FLASHLAB_CHECK_LAUNCH();
-  };
-  auto write = [&](char* p, size_t bytes) {
-    write_sweep<<<grid, 256>>>(reinterpret_cast<uint4*>(p), bytes / 16);
-    FLASHLAB_CHECK_LAUNCH();
-  };
-  switch (mode) {
-    case Clean::none:
-      break;
-    case Clean::read:
-      read(sweep_buffer(pr, x4), x4, 0);
-      break;
-    case Clean::read16:
-      read(sweep_buffer(pr, 4 * x4), 4 * x4, 0);
-      break;
-    case Clean::rotate:
-      // Each CTA's words again from a CTA a quarter of the SMs away, whether the CTAs went to
-      // the SMs round robin or eight at a time.
-      for (unsigned k = 0; k < 4; ++k) read(sweep_buffer(pr, x4), x4, k * (grid / 4 + sms / 4));
-      break;
-    case Clean::write:
-      write(sweep_buffer(pr, x4), x4);
-      break;
-    case Clean::write_read: {
-      char* p = sweep_buffer(pr, 2 * x4);
-      write(p, x4);
-      read(p + x4, x4, 0);
-      break;
-    }
-    case Clean::prefetch:
-      prefetch_sweep<<<grid, 256>>>(sweep_buffer(pr, x4), x4 / 128);
-      FLASHLAB_CHECK_LAUNCH();
-      break;
-    case Clean::write_discard: {
-      char* p = sweep_buffer(pr, x4);
-      write(p, x4);
-      discard_sweep<<<grid, 256>>>(p, x4 / 128);
-      FLASHLAB_CHECK_LAUNCH();
-      break;
-    }
-  }
-  FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 // Kernel names, in launch order, from the driver's and the runtime's launch callbacks (a memset
@@ -502,7 +261,7 @@ class RangeProfiler {
     auto p =
         params<CUpti_RangeProfiler_Enable_Params>(CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE);
     p.ctx = pr.ctx;
-    FLASHLAB_CUPTI(pr, cuptiRangeProfilerEnable, &p);
+    FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerEnable, &p);
     obj_ = p.pRangeProfilerObject;
   }
   ~RangeProfiler() {
@@ -533,7 +292,7 @@ struct Raw {
 
 // One measurement of a pass. `wrap` puts the launches inside a pushed range as well.
 Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
-                 const std::function<void()>& launch, bool wrap) {
+                 const std::function<void()>& launch, const L2Flush& l2, bool wrap) {
   Raw raw;
   LaunchNames names(pr, raw.log);
   raw.names_logged = names.active();
@@ -546,14 +305,14 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
   size.numMetrics = pr.name_ptrs.size();
   size.maxNumOfRanges = kMaxRanges;
   size.maxNumRangeTreeNodes = kMaxRanges;
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerGetCounterDataSize, &size);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerGetCounterDataSize, &size);
   std::vector<uint8_t> data(size.counterDataSize);
   auto init = params<CUpti_RangeProfiler_CounterDataImage_Initialize_Params>(
       CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE);
   init.pRangeProfilerObject = rp.get();
   init.counterDataSize = data.size();
   init.pCounterData = data.data();
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerCounterDataImageInitialize, &init);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerCounterDataImageInitialize, &init);
 
   auto cfg = params<CUpti_RangeProfiler_SetConfig_Params>(
       CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE);
@@ -569,7 +328,7 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
   cfg.minNestingLevel = 1;
   cfg.passIndex = 0;
   cfg.targetNestingLevel = 1;
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerSetConfig, &cfg);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerSetConfig, &cfg);
 
   for (bool done = false; !done;) {
     if (++raw.replays > kMaxReplays)
@@ -578,14 +337,16 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
     prepare();
     // The outputs were just poisoned on the runner's stream (non-blocking, so not ordered with
     // the sweep on the default stream): let those stores finish before the sweep pushes their
-    // dirty lines out of L2, or their write-back is charged to the kernel.
+    // dirty lines out of L2, or their write-back is charged to the kernel. Then the sweep, and
+    // the range starts only after it.
     FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
-    clean_l2(pr);
+    l2.sweep(nullptr);
+    FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
     raw.log.clear();
     auto start =
         params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
     start.pRangeProfilerObject = rp.get();
-    FLASHLAB_CUPTI(pr, cuptiRangeProfilerStart, &start);
+    FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerStart, &start);
     bool pushed = false;
     if (wrap) {
       auto push = params<CUpti_RangeProfiler_PushRange_Params>(
@@ -600,26 +361,26 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
       auto pop = params<CUpti_RangeProfiler_PopRange_Params>(
           CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
       pop.pRangeProfilerObject = rp.get();
-      FLASHLAB_CUPTI(pr, cuptiRangeProfilerPopRange, &pop);
+      FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerPopRange, &pop);
     }
     auto stop =
         params<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
     stop.pRangeProfilerObject = rp.get();
-    FLASHLAB_CUPTI(pr, cuptiRangeProfilerStop, &stop);
+    FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerStop, &stop);
     done = stop.isAllPassSubmitted != 0;
   }
 
   auto decode = params<CUpti_RangeProfiler_DecodeData_Params>(
       CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
   decode.pRangeProfilerObject = rp.get();
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerDecodeData, &decode);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerDecodeData, &decode);
   raw.dropped = decode.numOfRangeDropped;
 
   auto info = params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(
       CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
   info.pCounterDataImage = data.data();
   info.counterDataImageSize = data.size();
-  FLASHLAB_CUPTI(pr, cuptiRangeProfilerGetCounterDataInfo, &info);
+  FLASHLAB_CUPTI(pr.api, cuptiRangeProfilerGetCounterDataInfo, &info);
   for (size_t r = 0; r < info.numTotalRanges; ++r) {
     std::vector<double> v(pr.name_ptrs.size());
     auto eval = params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
@@ -631,7 +392,7 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
     eval.ppMetricNames = pr.name_ptrs.data();
     eval.numMetrics = pr.name_ptrs.size();
     eval.pMetricValues = v.data();
-    FLASHLAB_CUPTI(pr, cuptiProfilerHostEvaluateToGpuValues, &eval);
+    FLASHLAB_CUPTI(pr.api, cuptiProfilerHostEvaluateToGpuValues, &eval);
     raw.values.push_back(std::move(v));
   }
   return raw;
@@ -641,7 +402,7 @@ Raw measure_once(Profiler& pr, const std::function<void()>& prepare,
 
 CounterPlan plan_for_chip(const std::string& chip) {
   Profiler pr;
-  load(pr.api);
+  cupti::load(pr.api);
   pr.chip = chip;
   build_config(pr);
   drop_host_object(pr, pr.host);
@@ -657,8 +418,8 @@ const CounterStatus& counter_status() {
   return profiler().status;
 }
 
-PassCounters measure_pass(const std::function<void()>& prepare,
-                          const std::function<void()>& launch) {
+PassCounters measure_pass(const std::function<void()>& prepare, const std::function<void()>& launch,
+                          const L2Flush& l2) {
   Profiler& pr = profiler();
   if (!pr.status.available) throw std::runtime_error(pr.status.why_not);
   PassCounters out;
@@ -667,14 +428,14 @@ PassCounters measure_pass(const std::function<void()>& prepare,
   Raw raw;
   std::string first_error;
   try {
-    raw = measure_once(pr, prepare, launch, false);
-  } catch (const CuptiError& e) {
+    raw = measure_once(pr, prepare, launch, l2, false);
+  } catch (const cupti::Error& e) {
     first_error = e.what();
   }
   if (raw.values.empty()) {
     try {
-      raw = measure_once(pr, prepare, launch, true);
-    } catch (const CuptiError& e) {
+      raw = measure_once(pr, prepare, launch, l2, true);
+    } catch (const cupti::Error& e) {
       throw std::runtime_error(first_error.empty() ? e.what() : first_error);
     }
     out.note = "ranges recorded only inside a pushed range";
@@ -729,7 +490,8 @@ const CounterStatus& counter_status() {
   return s;
 }
 
-PassCounters measure_pass(const std::function<void()>&, const std::function<void()>&) {
+PassCounters measure_pass(const std::function<void()>&, const std::function<void()>&,
+                          const L2Flush&) {
   throw std::runtime_error(counter_status().why_not);
 }
 

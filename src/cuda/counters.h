@@ -1,7 +1,8 @@
 // Hardware counters around every kernel of one pass: DRAM bytes read and written, L2 traffic and
 // hit rates, tensor-pipe activity, duration. Read through CUPTI's range profiler (one range per
-// kernel launch), with libcupti loaded at run time (dlopen): a binary without it, or a user without
-// permission to read the counters, still runs and is told exactly why there are no counters.
+// kernel launch), with libcupti loaded at run time (dlopen, cupti_api.h): a binary without it, or a
+// user without permission to read the counters, still runs and is told exactly why there are no
+// counters.
 //
 // How one pass is measured (counters.cu):
 //
@@ -10,9 +11,9 @@
 //                      -> one config image with the metrics it knows
 //   per pass           enable on the context -> counter data image -> auto ranges, user replay
 //                      repeat until CUPTI has every metric:
-//                        prepare (poison, inputs) -> read a buffer of 4x L2 (L2 holds only clean
-//                        lines, so the pass pays no write-back of earlier data) -> start -> launch
-//                        the pass -> synchronise the device -> stop
+//                        prepare (poison, inputs) -> the L2 flush (l2_flush.h: a read of 4x L2,
+//                        so L2 holds only clean lines and the pass pays no write-back of earlier
+//                        data) -> start -> launch the pass -> synchronise the device -> stop
 //                      decode -> one range per kernel, named from the launch callbacks
 //
 // Auto ranges serialise the kernels (recompute's second stream included), so each range is one
@@ -20,9 +21,7 @@
 // (cuda::RunOptions::counters): the runner's timing path never loads CUPTI.
 //
 // FLASHLAB_COUNTERS=off switches the counters off (the lab then says so, as it does when libcupti
-// is missing); FLASHLAB_CUPTI=/path/to/libcupti.so picks the library; FLASHLAB_L2_CLEAN picks how
-// L2 is emptied before a measured run, for the Nsight Compute cross-check experiments only
-// (counters.cu lists the ways).
+// is missing); FLASHLAB_CUPTI=/path/to/libcupti.so picks the library.
 #pragma once
 
 #include <functional>
@@ -31,6 +30,8 @@
 #include <vector>
 
 namespace flashlab::cuda {
+
+class L2Flush;  // l2_flush.h
 
 // One figure the lab reads per kernel, and the CUPTI metric names that give it, in order of
 // preference: the first one this GPU knows is used.
@@ -72,10 +73,11 @@ struct PassCounters {
 };
 
 // Measures one pass: `prepare` restores the inputs and poisons the outputs (it runs before every
-// replay and is not measured), `launch` enqueues the pass. Throws std::runtime_error with CUPTI's
-// message when the measurement fails; check counter_status() first.
-PassCounters measure_pass(const std::function<void()>& prepare,
-                          const std::function<void()>& launch);
+// replay and is not measured), `l2` empties L2 after it, `launch` enqueues the pass. Throws
+// std::runtime_error with CUPTI's message when the measurement fails; check counter_status()
+// first.
+PassCounters measure_pass(const std::function<void()>& prepare, const std::function<void()>& launch,
+                          const L2Flush& l2);
 
 // The host half of the setup, which needs no GPU: load libcupti, keep the metrics `chip` knows
 // ("GH100" for the H100 and H200), and count the passes a measurement takes. Throws with the

@@ -27,7 +27,8 @@ const CounterStatus& counter_status() {
   return s;
 }
 
-PassCounters measure_pass(const std::function<void()>&, const std::function<void()>&) {
+PassCounters measure_pass(const std::function<void()>&, const std::function<void()>&,
+                          const L2Flush&) {
   throw std::runtime_error(counter_status().why_not);
 }
 

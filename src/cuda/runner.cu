@@ -8,12 +8,15 @@
 //   -> (counters only) each pass again under CUPTI's range profiler (cuda/counters.h)
 //   -> warm-up runs -> repeats of [poison, flush L2, event, pass, event] per pass
 //   -> bitwise_repeats runs compared with the first outputs, word by word.
-// Nothing is allocated after the uploads, so the timed region holds launches only.
+// Nothing is allocated after the uploads, so the timed region holds launches only. The L2 flush
+// (cuda/l2_flush.h) is the one the counters use: its buffer is allocated with the tensors and
+// counted with them.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -21,6 +24,7 @@
 
 #include "core/cuda_check.h"
 #include "core/dtype.h"
+#include "cuda/l2_flush.h"
 #include "cuda/runner.h"
 
 namespace flashlab::cuda {
@@ -154,16 +158,12 @@ Sizes sizes_of(const Version& v, const Problem& p) {
   return s;
 }
 
-// Bytes of the tensors and workspace one run holds (the L2 flush buffer is added by run()).
+// Bytes of the tensors and workspace one run holds (the L2 flush's buffer is added by run()).
 int64_t tensor_bytes(const Sizes& s) {
   int64_t b = static_cast<int64_t>(2 * s.q + 2 * 2 * s.kv);                // Q, K, V
   b += static_cast<int64_t>(2 * s.q + 4 * s.lse);                          // O, LSE
   if (s.bwd) b += static_cast<int64_t>(2 * s.q + 2 * s.q + 2 * 2 * s.kv);  // dO, dQ, dK, dV
   return b + static_cast<int64_t>(s.workspace);
-}
-
-int64_t flush_bytes() {
-  return 2 * std::max<int64_t>(device_info().l2_bytes, 1 << 20);
 }
 
 }  // namespace
@@ -188,7 +188,8 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   if (!dev.present) throw std::runtime_error(dev.why_absent);
 
   const Sizes s = sizes_of(v, p);
-  const int64_t need = tensor_bytes(s) + (opt.flush_l2 ? flush_bytes() : 0);
+  const bool flushes = opt.flush_l2 || opt.counters;  // the counters empty L2 before every run
+  const int64_t need = tensor_bytes(s) + (flushes ? l2_flush_bytes() : 0);
   {
     size_t free_b = 0, total_b = 0;
     FLASHLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -206,7 +207,7 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   // 2. Allocate and upload.
   RunResult res;
   int64_t allocated = 0;
-  DeviceBuffer Q, K, V, O, LSE, dO, dQ, dK, dV, work, flush;
+  DeviceBuffer Q, K, V, O, LSE, dO, dQ, dK, dV, work;
   Q.allocate(2 * s.q, allocated);
   K.allocate(2 * s.kv, allocated);
   V.allocate(2 * s.kv, allocated);
@@ -219,7 +220,11 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
     dV.allocate(2 * s.kv, allocated);
   }
   work.allocate(s.workspace, allocated);
-  if (opt.flush_l2) flush.allocate(static_cast<size_t>(flush_bytes()), allocated);
+  std::optional<L2Flush> l2;
+  if (flushes) {
+    l2.emplace();
+    allocated += static_cast<int64_t>(l2->bytes());
+  }
   res.workspace_bytes = static_cast<int64_t>(s.workspace);
   res.peak_device_bytes = allocated;
 
@@ -299,23 +304,25 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   // 3b. Hardware counters, when asked for: each pass again (as often as CUPTI needs to collect
   // every metric), from poisoned outputs; naive's backward gets its stored P from a forward first.
   if (opt.counters) {
-    if (s.fwd) res.fwd_counters = measure_pass(poison, [&] { v.forward(t); });
+    if (s.fwd)
+      res.fwd_counters = measure_pass(
+          poison, [&] { v.forward(t); }, *l2);
     if (s.bwd)
       res.bwd_counters = measure_pass(
           [&] {
             poison();
             if (s.fwd) v.forward(t);
           },
-          [&] { v.backward(t); });
+          [&] { v.backward(t); }, *l2);
   }
 
-  // 4. Timing: each pass between two events, with the L2 emptied just before it.
+  // 4. Timing: each pass between two events, with L2 emptied just before it, on the same stream.
   for (int i = 0; i < opt.warmup; ++i) run_untimed();
   if (opt.repeats > 0) {
     const int n = opt.repeats;
     std::vector<Event> ev(static_cast<size_t>(4 * n));
     auto flush_l2 = [&] {
-      if (opt.flush_l2) FLASHLAB_CUDA_CHECK(cudaMemsetAsync(flush.get(), 0, flush.bytes(), st));
+      if (opt.flush_l2) l2->sweep(st);
     };
     for (int r = 0; r < n; ++r) {
       poison();

@@ -1,5 +1,5 @@
 // Running a CUDA version from the host: device discovery, memory checks, upload (fp16/bf16 words),
-// poisoning, timing with CUDA events (L2 flushed between repeats, nothing allocated inside the
+// poisoning, timing with CUDA events (L2 flushed before every repeat, nothing allocated inside the
 // timed region) and download. Built as a stub that reports "no device" when CUDA is off.
 #pragma once
 
@@ -17,11 +17,11 @@ namespace flashlab::cuda {
 struct RunOptions {
   int warmup = 3;
   int repeats = 10;
-  bool flush_l2 = true;
+  bool flush_l2 = true;     // empty L2 before every timed repeat (cuda/l2_flush.h)
   int bitwise_repeats = 2;  // how many extra runs to compare outputs bitwise (0: skip)
   // Read hardware counters around every kernel of each pass (cuda/counters.h), in extra runs
-  // after the first and before any timing. Check counter_status() first: run() throws when the
-  // counters cannot be read.
+  // after the first and before any timing, each after the L2 flush whatever flush_l2 says. Check
+  // counter_status() first: run() throws when the counters cannot be read.
   bool counters = false;
 };
 
@@ -56,8 +56,9 @@ struct RunResult {
 };
 
 // Bytes the run would allocate on the device for this version (inputs, outputs, workspace).
-// run() also allocates a scratch buffer of twice the L2 size to flush the cache between repeats,
-// and counts it in RunResult::peak_device_bytes.
+// run() also allocates the L2 flush's buffer (cuda/l2_flush.h: four times the L2 size) when it
+// flushes (RunOptions::flush_l2 or counters), checks it against the free memory with the rest, and
+// counts it in RunResult::peak_device_bytes.
 int64_t required_device_bytes(const Version& v, const Problem& p);
 
 // Runs `v` on the device. For a backward-only version, `fwd_in` supplies O and LSE (from the

@@ -1,14 +1,10 @@
 // Hardware counters and the machine's ceilings on a real GPU. Without a device every test skips;
 // where the counters cannot be read (no libcupti, no permission) the counter tests skip with
 // CUPTI's reason, which the io lab prints too.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -168,54 +164,6 @@ TEST(Counters, EveryBackwardKernelIsNamedInLaunchOrder) {
   EXPECT_EQ(names(n.bwd_counters),
             (std::vector<std::string>{"matmul_kernel", "matmul_kernel", "softmax_grad_rows",
                                       "matmul_kernel", "matmul_kernel"}));
-}
-
-// The experiment behind the Nsight Compute cross-check (scripts/l2_clean_experiment.sh), not
-// part of the check: for each way of emptying L2 before a measured run (FLASHLAB_L2_CLEAN, see
-// counters.cu), the tiled forward at the cross-check's shape and the first kernel of atomic-dq's
-// backward (preprocess: reads O and dO, 134 MB, writes D, 1 MB, so every DRAM byte it writes
-// beyond 1 MB is a line someone else left dirty). Run with --gtest_also_run_disabled_tests;
-// FLASHLAB_L2_CLEAN_MODES="read write-discard" picks the modes.
-TEST(CountersExperiment, DISABLED_L2CleanModes) {
-  FLASHLAB_SKIP_WITHOUT_COUNTERS();
-  const Problem p = bf16_problem(4, 16, 4096, 128);
-  const Inputs in = make_inputs(p, 21);
-  const double q = static_cast<double>(p.shape.q_elems());
-  const double outputs = 2 * q + 4 * static_cast<double>(p.shape.lse_elems());
-  const char* list = std::getenv("FLASHLAB_L2_CLEAN_MODES");
-  std::istringstream modes(list && *list ? list
-                                         : "read write-discard none write rotate read16 write-read "
-                                           "prefetch read write-discard");
-  const char* before = std::getenv("FLASHLAB_L2_CLEAN");
-  const std::string saved = before ? before : "";
-  std::cout << "l2clean L2 " << cuda::device_info().l2_bytes / 1e6 << " MB; tiled outputs "
-            << outputs / 1e6 << " MB, inputs " << 6 * q / 1e6 << " MB; preprocess writes D, "
-            << 4 * static_cast<double>(p.shape.lse_elems()) / 1e6 << " MB" << std::endl;
-  for (std::string mode; modes >> mode;) {
-    setenv("FLASHLAB_L2_CLEAN", mode.c_str(), 1);
-    const auto t0 = std::chrono::steady_clock::now();
-    const cuda::RunResult f =
-        cuda::run(*find_version("tiled")->cuda, p, in, nullptr, cuda::counters_only());
-    const cuda::RunResult b =
-        cuda::run(*find_version("atomic-dq")->cuda, p, in, &f.fwd, cuda::counters_only());
-    ASSERT_EQ(f.fwd_counters.kernels.size(), 1u) << f.fwd_counters.note;
-    ASSERT_FALSE(b.bwd_counters.kernels.empty()) << b.bwd_counters.note;
-    const cuda::KernelCounters &k = f.fwd_counters.kernels[0], &pre = b.bwd_counters.kernels[0];
-    std::cout << fmt::format(
-                     "l2clean {:<13} fwd_kernel read {:8.3f} MB written {:8.3f} MB ({:5.3f} of "
-                     "outputs) | "
-                     "{} written {:7.3f} MB read {:8.3f} MB | {} replays, {:.1f} s\n",
-                     mode, value(k, "dram_read_bytes") / 1e6, value(k, "dram_write_bytes") / 1e6,
-                     value(k, "dram_write_bytes") / outputs, pre.name,
-                     value(pre, "dram_write_bytes") / 1e6, value(pre, "dram_read_bytes") / 1e6,
-                     f.fwd_counters.replay_passes,
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
-              << std::flush;
-  }
-  if (saved.empty())
-    unsetenv("FLASHLAB_L2_CLEAN");
-  else
-    setenv("FLASHLAB_L2_CLEAN", saved.c_str(), 1);
 }
 
 TEST(Ceilings, MeasuredAndChecked) {

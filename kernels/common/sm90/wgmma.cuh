@@ -16,16 +16,26 @@
 // a[k] holds columns 2q, 2q+1 (k = 0, 1) or 8 + 2q, 9 + 2q (k = 2, 3) of rows g (k even) and
 // g + 8 (k odd). So the accumulator of S, packed in pairs to 16 bits, is P's A operand as it is.
 //
-// Shared operands are described by a 64-bit descriptor. This lab uses one shared layout only:
-// tiles whose rows are 64 16-bit elements (128 bytes), stored with the 128-byte swizzle (the
-// 16-byte chunk c of row r sits at chunk c ^ (r mod 8)) starting on a 1024-byte boundary, which is
-// also what the copy engine writes. A tile wider than 64 columns is a sequence of such 64-column
-// blocks.
+// Shared operands are described by a 64-bit descriptor. The kernels use one shared layout only
+// (smem_desc): tiles whose rows are 64 16-bit elements (128 bytes), stored with the 128-byte
+// swizzle (the 16-byte chunk c of row r sits at chunk c ^ (r mod 8)) starting on a 1024-byte
+// boundary, which is also what the copy engine writes. A tile wider than 64 columns is a sequence
+// of such 64-column blocks.
 //   K-major operand (the product's k runs along a row: Q and K in S = Q K^T): 8-row groups 1024
 //     bytes apart (stride byte offset); each k16 step moves the start address by 32 bytes.
 //   MN-major operand (k runs down the rows: V in O += P V): 8-row groups along k 1024 bytes
 //     apart (stride byte offset), 64-column blocks along n `block_bytes` apart (leading byte
 //     offset); each k16 step moves the start address by 16 rows = 2048 bytes.
+// The wgmma ceiling (src/cuda/ceilings.cu) stores its K-major operands without swizzle
+// (smem_desc_unswizzled), in "core matrices" of 8 rows x 8 elements, each 128 contiguous bytes:
+//
+//          k 0..7   k 8..15
+//        +--------+--------+
+//   rows | core   | core   |   core matrices adjacent along M (or N): stride byte offset apart
+//   0..7 | 128 B  | 128 B  |   core matrices adjacent along k: leading byte offset apart;
+//        +--------+--------+   each k16 step moves the start address by two leading offsets
+//   8..15| core   | core   |
+//        +--------+--------+
 #pragma once
 
 #include <cuda_bf16.h>
@@ -49,6 +59,16 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lead_bytes
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
          static_cast<uint64_t>((lead_bytes & 0x3FFFF) >> 4) << 16 | (kStrideBytes >> 4) << 32 |
          kSwizzle128 << 62;
+}
+
+// Descriptor of an unswizzled K-major operand starting at shared address `addr` (16-byte aligned):
+// core matrices adjacent along k are `lead_bytes` apart, those adjacent along M or N
+// `stride_bytes`.
+__device__ __forceinline__ uint64_t smem_desc_unswizzled(uint32_t addr, uint32_t lead_bytes,
+                                                         uint32_t stride_bytes) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
+         static_cast<uint64_t>((lead_bytes & 0x3FFFF) >> 4) << 16 |
+         static_cast<uint64_t>((stride_bytes & 0x3FFFF) >> 4) << 32;  // base offset 0, no swizzle
 }
 
 template <class T, int N>
