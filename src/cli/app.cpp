@@ -1,6 +1,7 @@
 // The whole command line as one CLI11 app: the subcommands, the help footer, and the two rules
 // every option follows. main() parses it; the tests walk it to fuzz every subcommand and option.
 #include <charconv>
+#include <memory>
 
 #include "build_info.h"
 #include "cli/common.h"
@@ -64,6 +65,14 @@ CLI::Validator non_empty() {
       "");
 }
 
+// --help shows one spelling per quantity: an older spelling kept for scripts is not listed.
+class Help : public CLI::Formatter {
+ public:
+  std::string make_option(const CLI::Option* opt, bool is_positional) const override {
+    return alias_of(opt) ? std::string() : CLI::Formatter::make_option(opt, is_positional);
+  }
+};
+
 }  // namespace
 
 void check_inline_values(int argc, const char* const* argv) {
@@ -81,6 +90,7 @@ void build_app(CLI::App& app, Action& action) {
       "flashlab: FlashAttention-2 forward and backward, version by version, measured against an "
       "fp64 reference");
   app.footer(kFooter);
+  app.formatter(std::make_shared<Help>());  // before the subcommands, which copy it
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("flashlab ") + FLASHLAB_TOOL_VERSION + " (" +
                                         FLASHLAB_GIT_COMMIT + ")");

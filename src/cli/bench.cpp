@@ -32,7 +32,7 @@ struct BenchArgs {
 
 const std::vector<std::string> kTables = {"bench"};
 
-// A point asked for twice (--N 1024,1024) is one point: the first of each value is kept, in order.
+// A point asked for twice (-N 1024,1024) is one point: the first of each value is kept, in order.
 template <class T>
 std::vector<T> once_each(const std::vector<T>& v) {
   std::vector<T> out;
@@ -104,8 +104,9 @@ void register_bench(CLI::App& app, Action& action) {
   sub->add_option("--backend", a.backend,
                   "cuda, cpu (a small stand-in sweep), or auto (cuda when a device is present)")
       ->capture_default_str();
-  sub->add_option("--N", a.Ns, "sequence lengths (default 512,1024,...,16384; cpu: 128,256)")
-      ->delimiter(',');
+  const CLI::Option* N =
+      sub->add_option("-N", a.Ns, "sequence lengths (default 512,1024,...,16384; cpu: 128,256)")
+          ->delimiter(',');
   sub->add_option("-d", a.ds, "head dimensions (default 64,128; cpu: 64)")->delimiter(',');
   sub->add_option("--dtype", a.dtypes, "dtypes (default fp16,bf16; cpu: fp32)")->delimiter(',');
   sub->add_option("--causal", a.causal, "both, yes or no")->capture_default_str();
@@ -118,6 +119,7 @@ void register_bench(CLI::App& app, Action& action) {
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   add_output_options(sub, a.out, kTables);
+  add_alias(sub, "--N", N, a.Ns);  // bench's spelling before it took run's -N
   sub->footer(R"(Examples:
   flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg
   flashlab bench --backend cuda -d 128 --dtype bf16 --causal no --versions tiled,deterministic-dq

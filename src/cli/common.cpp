@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "report/json_doc.h"
 #include "run/registry.h"
@@ -52,6 +53,38 @@ Outputs check_outputs(const OutputOptions& o, const std::vector<std::string>& ta
 
 std::string json_text(const Report& r) {
   return to_json(r).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+
+// alias -> the option it stands for
+std::map<const CLI::Option*, const CLI::Option*>& aliases() {
+  static std::map<const CLI::Option*, const CLI::Option*> map;
+  return map;
+}
+
+}  // namespace
+
+CLI::Option* mark_alias(CLI::Option* alias, const CLI::Option* primary) {
+  const std::string name = primary->get_name();
+  alias->description("older spelling of " + name);
+  alias->type_name(primary->get_type_name());
+  if (primary->get_delimiter() != '\0') alias->delimiter(primary->get_delimiter());
+  // Both spellings given would leave one of the values unread, whichever CLI11 stored last.
+  alias->check(CLI::Validator(
+      [primary, name](std::string&) {
+        return primary->count() > 0
+                   ? "the same option as " + name + " (its older spelling): give one"
+                   : std::string();
+      },
+      ""));
+  aliases()[alias] = primary;
+  return alias;
+}
+
+const CLI::Option* alias_of(const CLI::Option* opt) {
+  const auto it = aliases().find(opt);
+  return it == aliases().end() ? nullptr : it->second;
 }
 
 std::string version_ids_help() {

@@ -64,6 +64,18 @@ struct Section {
 };
 int emit_sections(const std::vector<Section>& sections, const Report& merged, const Outputs& out);
 
+// An older spelling of an option, kept so that scripts written with it still run: it sets the same
+// variable as `primary`, is refused together with it, and is left out of --help (which shows one
+// spelling per quantity).
+CLI::Option* mark_alias(CLI::Option* alias, const CLI::Option* primary);
+template <class T>
+CLI::Option* add_alias(CLI::App* sub, const std::string& name, const CLI::Option* primary,
+                       T& value) {
+  return mark_alias(sub->add_option(name, value), primary);
+}
+// The option an alias stands for; null for any other option.
+const CLI::Option* alias_of(const CLI::Option* opt);
+
 // "comma-separated version ids (naive, tiled, ...) or all", from the registry.
 std::string version_ids_help();
 

@@ -80,7 +80,8 @@ void register_run(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("-B", a.B, "batch size")->capture_default_str();
   sub->add_option("-H", a.H, "heads")->capture_default_str();
-  sub->add_option("-N", a.N, "sequence length: sets Nq = Nk")->capture_default_str();
+  const CLI::Option* N =
+      sub->add_option("-N", a.N, "sequence length: sets Nq = Nk")->capture_default_str();
   a.Nq_given = sub->add_option("--Nq", a.Nq, "query rows (overrides -N)");
   a.Nk_given = sub->add_option("--Nk", a.Nk, "key/value rows (overrides -N)");
   sub->add_option("-d", a.d, "head dimension")->capture_default_str();
@@ -94,6 +95,7 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--warmup", a.warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--dump", a.dump, "write inputs and outputs as .npy into DIR")->type_name("DIR");
   add_output_options(sub, a.out, kTables);
+  add_alias(sub, "--N", N, a.N);  // bench's older spelling: run takes what bench takes
   sub->footer(R"(Examples:
   flashlab run                                   # all versions, B=1 H=2 N=1024 d=64 fp32 on cpu
   flashlab run --versions tiled,recompute -N 2048 -d 128 --causal
