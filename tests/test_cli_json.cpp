@@ -164,11 +164,12 @@ TEST(CliJson, BenchRunsARepeatedPointOnce) {
   const std::string path = dir / "b.json";
   const CliResult r = run_cli(
       "bench --backend cpu -N 32,24,32 -d 16,16 --dtype fp32,fp32 --repeats 1 --warmup 0 "
-      "--causal no --versions tiled --json '" +
+      "--causal no,no --versions tiled --json '" +
       path + "'");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   const json doc = load(path);
   EXPECT_EQ(doc["config"]["N"], json({32, 24}));
+  EXPECT_EQ(doc["config"]["causal"], json({false}));
   EXPECT_EQ(doc["config"]["d"], json({16}));
   EXPECT_EQ(doc["config"]["dtype"], json({"fp32"}));
   const json* bench = find_table(doc, "bench");

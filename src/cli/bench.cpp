@@ -20,7 +20,7 @@ struct BenchArgs {
   std::string backend = "auto";
   std::vector<int64_t> Ns, ds;
   std::vector<std::string> dtypes;
-  std::string causal = "both";
+  std::string causal = "no,yes";
   std::vector<std::string> passes = {"fwd", "bwd"};
   std::string versions = "all";
   int repeats = 0, warmup = 0;
@@ -73,14 +73,7 @@ BenchConfig make_config(const BenchArgs& a) {
     b.dtypes.push_back(t);
   }
   b.dtypes = once_each(b.dtypes);
-  if (a.causal == "both")
-    b.causal = {false, true};
-  else if (a.causal == "yes")
-    b.causal = {true};
-  else if (a.causal == "no")
-    b.causal = {false};
-  else
-    throw UsageError("unknown --causal '" + a.causal + "' (known: both, yes, no)");
+  b.causal = parse_causal(a.causal);
   const bool cpu = b.backend == Backend::cpu;
   b.repeats = a.repeats_given->count() ? a.repeats : cpu ? 3 : 10;
   b.warmup = a.warmup_given->count() ? a.warmup : cpu ? 1 : 3;
@@ -109,7 +102,8 @@ void register_bench(CLI::App& app, Action& action) {
           ->delimiter(',');
   sub->add_option("-d", a.ds, "head dimensions (default 64,128; cpu: 64)")->delimiter(',');
   sub->add_option("--dtype", a.dtypes, "dtypes (default fp16,bf16; cpu: fp32)")->delimiter(',');
-  sub->add_option("--causal", a.causal, "both, yes or no")->capture_default_str();
+  add_causal_option(sub, a.causal, "causal masks to sweep: yes, no or no,yes (--causal alone: yes)",
+                    "[yes|no]=no,yes");
   sub->add_option("--passes", a.passes, "passes to time: fwd, bwd or fwd,bwd (default both)")
       ->delimiter(',');
   sub->add_option("--versions", a.versions, version_ids_help())->capture_default_str();

@@ -19,7 +19,7 @@ struct RunArgs {
   std::string backend = "auto";
   std::string dtype = "auto";
   int64_t B = 1, H = 2, N = 1024, Nq = 0, Nk = 0, d = 64;
-  bool causal = false;
+  std::string causal = "no";
   double scale = 0;
   uint64_t seed = 0;
   int br = 64, bc = 64, threads = 0;
@@ -47,7 +47,11 @@ RunConfig make_config(const RunArgs& a) {
   p.shape.Nq = a.Nq_given->count() ? a.Nq : a.N;
   p.shape.Nk = a.Nk_given->count() ? a.Nk : a.N;
   p.shape.d = a.d;
-  p.causal = a.causal;
+  const std::vector<bool> masks = parse_causal(a.causal);
+  if (masks.size() != 1)
+    throw UsageError("run takes one --causal, yes or no (got '" + a.causal +
+                     "'); bench sweeps a list");
+  p.causal = masks[0];
   // The problem's scale 0 means 1/sqrt(d); a scale given on the command line must be positive.
   if (a.scale_given->count() && !(a.scale > 0))
     throw UsageError(fmt::format("--scale must be a positive number up to 1e4 (got {})", a.scale));
@@ -85,7 +89,9 @@ void register_run(CLI::App& app, Action& action) {
   a.Nq_given = sub->add_option("--Nq", a.Nq, "query rows (overrides -N)");
   a.Nk_given = sub->add_option("--Nk", a.Nk, "key/value rows (overrides -N)");
   sub->add_option("-d", a.d, "head dimension")->capture_default_str();
-  sub->add_flag("--causal", a.causal, "causal mask, bottom-right aligned");
+  add_causal_option(sub, a.causal,
+                    "causal mask, bottom-right aligned: yes or no (--causal alone: yes)",
+                    "[yes|no]=no");
   a.scale_given = sub->add_option("--scale", a.scale, "softmax scale (default 1/sqrt(d))");
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   sub->add_option("--br", a.br, "CPU twins: tile rows (Br)")->capture_default_str();
