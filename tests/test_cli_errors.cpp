@@ -84,7 +84,12 @@ TEST(CliErrors, RunRejectsBadInputBeforeComputing) {
        "no table 'bogus' in this report (tables: errors, timing, budget)"},
       {"json and dump on one path", "run -N 8 -d 8 --json %D --dump %D", "are the same output"},
       {"json to stdout twice", "run -N 8 -d 8 --json - --json /dev/stdout", "--json"},
-      // --causal as run and bench both read it: one mask in run.
+      // run is one problem: the lists bench sweeps are refused, in bench's spelling.
+      {"N a list", "run -N 64,128 --json %J",
+       "-N: '64,128' is a list, but this option takes one value"},
+      {"seed a list", "run -N 8 --seed 1,2 --json %J", "--seed: '1,2' is a list"},
+      {"dtype a list", "run -N 8 --dtype fp16,bf16 --json %J",
+       "run takes one --dtype (got 'fp16,bf16'); bench sweeps a list"},
       {"causal a list", "run -N 8 --causal no,yes --json %J",
        "run takes one --causal, yes or no (got 'no,yes')"},
       {"causal both", "run -N 8 --causal both --json %J", "run takes one --causal"},
@@ -124,6 +129,9 @@ TEST(CliErrors, OtherCommands) {
        "unknown --causal 'maybe'"},
       {"bench causal empty item", "bench --backend cpu --causal yes,,no --json %J",
        "unknown --causal 'yes,,no'"},
+      {"bench dtype", "bench --backend cpu --dtype fp32,fp8 --json %J", "unknown --dtype 'fp8'"},
+      {"bench dtype auto and others", "bench --backend cpu --dtype auto,fp32 --json %J",
+       "--dtype auto stands alone"},
       {"bench passes", "bench --backend cpu --passes fwd,both --json %J",
        "unknown --passes 'both' (known: fwd, bwd)"},
       {"bench passes of no version", "bench --backend cpu --versions tiled --passes bwd --json %J",

@@ -17,13 +17,14 @@ const char* kFooter = R"(Examples:
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --causal --json run.json
   flashlab gradcheck
   flashlab lab all --lang zh
-  flashlab bench --backend cuda -d 128 --dtype bf16 --json bench.json
+  flashlab bench --backend cuda -N 1024,4096 -d 64,128 --dtype bf16 --causal yes --json bench.json
   flashlab plot bench.json -o bench.svg
   flashlab verify run.json --rerun
   flashlab new myrung --from atomic-dq
 
 Exit status: 0 ok, 1 a check failed (e.g. a version over its error budget), 2 bad input,
-3 the work itself failed. `flashlab COMMAND --help` shows each command's options.)";
+3 the work itself failed. `flashlab COMMAND --help` shows each command's options; an option
+that several commands take is spelled the same in each (bench takes lists where run takes one).)";
 
 // CLI11 reads integers with strtoll(..., base 0): "0100" would be octal 64, "0x10" hex 16, and a
 // value too large for the type would saturate silently. Integer options take decimal digits only:
@@ -36,6 +37,9 @@ CLI::Validator decimal_integer(bool is_unsigned) {
         size_t i = 0;
         const bool negative = !s.empty() && s[0] == '-';
         if (!s.empty() && (s[0] == '-' || s[0] == '+')) ++i;
+        // A list where one value is taken (run -N 1024,4096): bench sweeps lists, run does not.
+        if (s.find(',') != std::string::npos)
+          return "'" + s + "' is a list, but this option takes one value";
         if (i == s.size() || s.find_first_not_of("0123456789", i) != std::string::npos)
           return "'" + s + "' is not a decimal integer";
         if (negative && is_unsigned && s.find_first_not_of('0', i) != std::string::npos)

@@ -36,6 +36,9 @@ RunConfig make_config(const RunArgs& a) {
   c.backend = resolve_backend(a.backend);
   c.versions = parse_versions(a.versions);
   Problem& p = c.problem;
+  // run is one problem: a list, which bench sweeps, is refused as a list, not as an unknown dtype.
+  if (a.dtype.find(',') != std::string::npos)
+    throw UsageError("run takes one --dtype (got '" + a.dtype + "'); bench sweeps a list");
   if (a.dtype == "auto")
     p.dtype = c.backend == Backend::cuda ? DType::f16 : DType::f32;
   else if (!parse_dtype(a.dtype, p.dtype))
@@ -111,7 +114,8 @@ void register_run(CLI::App& app, Action& action) {
 
 Each version's outputs (O, LSE, dQ, dK, dV) are compared with the fp64 reference on the same
 (rounded) inputs and judged against the error budget; a version over budget makes the exit
-status 1 and its time is flagged.)");
+status 1 and its time is flagged. The options are spelled as in bench, which sweeps lists of
+them (-N 1024,4096 --causal no,yes); run takes one value of each.)");
   sub->callback([&action] {
     action = [] {
       const RunConfig c = make_config(a);
