@@ -24,7 +24,7 @@ echo "cupti modes: rc=$?" >&2
 for cc in all none; do
   timeout 20 ncu --cache-control "$cc" --clock-control none --csv --page raw --print-units base \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size -k regex:fwd_kernel \
-    "$BIN/flashlab" bench --backend cuda --versions tiled --N 4096 -d 128 --dtype bf16 \
+    "$BIN/flashlab" bench --backend cuda --versions tiled -N 4096 -d 128 --dtype bf16 \
     --causal no --repeats 1 --warmup 0 >"$OUT/ncu_$cc.csv" 2>&1
   echo "ncu --cache-control $cc: rc=$?" >&2
 done
