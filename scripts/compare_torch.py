@@ -22,7 +22,10 @@ Causal masks agree because Nq = Nk in the sweep (PyTorch aligns top-left, flashl
 
 Usage (on the device, from the repository root):
   python3 scripts/compare_torch.py --flashlab build/cuda/flashlab --out docs/results/compare.json
-  python3 scripts/compare_torch.py --N 1024,4096 --d 128 --dtype bf16   # a smaller sweep
+  python3 scripts/compare_torch.py -N 1024,4096 -d 128 --dtype bf16 --causal yes   # a smaller sweep
+
+The sweep's options are spelled as flashlab bench spells them (-N, -d, --dtype, --causal no,yes,
+...), which they are handed to; --N, --d and --causal both are kept as older spellings.
 """
 
 import argparse
@@ -43,6 +46,18 @@ def csv_strs(s):
     return [x for x in s.split(",") if x]
 
 
+def causal_list(s):
+    """--causal as flashlab reads it: yes, no, or a list of them (no,yes); both is no,yes."""
+    masks = []
+    for item in s.split(","):
+        if item not in ("yes", "no", "both"):
+            raise argparse.ArgumentTypeError(f"unknown --causal '{item}' (known: yes, no, or a list such as no,yes)")
+        for m in ([False, True] if item == "both" else [item == "yes"]):
+            if m not in masks:
+                masks.append(m)
+    return masks
+
+
 def fa2_flops(B, H, N, d, causal, pass_):
     f = 4.0 * B * H * N * N * d
     if causal:
@@ -51,9 +66,10 @@ def fa2_flops(B, H, N, d, causal, pass_):
 
 
 def run_flashlab_bench(args, json_path):
-    cmd = [args.flashlab, "bench", "--backend", "cuda", "--N", ",".join(map(str, args.N)),
+    cmd = [args.flashlab, "bench", "--backend", "cuda", "-N", ",".join(map(str, args.N)),
            "-d", ",".join(map(str, args.d)), "--dtype", ",".join(args.dtype),
-           "--causal", args.causal, "--versions", ",".join(args.versions),
+           "--causal", ",".join("yes" if c else "no" for c in args.causal),
+           "--versions", ",".join(args.versions),
            "--passes", ",".join(args.passes),
            "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--json", json_path]
     print("+", " ".join(cmd), flush=True)
@@ -129,10 +145,15 @@ def geomean(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flashlab", default="build/cuda/flashlab", help="the flashlab binary")
-    ap.add_argument("--N", type=csv_ints, default=[512, 1024, 2048, 4096, 8192, 16384])
-    ap.add_argument("--d", type=csv_ints, default=[64, 128])
+    ap.add_argument("-N", dest="N", type=csv_ints, default=[512, 1024, 2048, 4096, 8192, 16384],
+                    help="sequence lengths (default 512,1024,...,16384)")
+    ap.add_argument("-d", dest="d", type=csv_ints, default=[64, 128], help="head dimensions (default 64,128)")
+    # The older spellings, not listed: the same values.
+    ap.add_argument("--N", dest="N", type=csv_ints, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    ap.add_argument("--d", dest="d", type=csv_ints, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     ap.add_argument("--dtype", type=csv_strs, default=["fp16", "bf16"])
-    ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
+    ap.add_argument("--causal", type=causal_list, default=[False, True],
+                    help="causal masks: yes, no or no,yes (default no,yes)")
     ap.add_argument("--versions", type=csv_strs,
                     default=["tiled", "hopper", "recompute", "atomic-dq", "deterministic-dq"])
     ap.add_argument("--passes", type=csv_strs, default=["fwd", "bwd"],
@@ -161,10 +182,9 @@ def main():
         torch_version = torch.__version__
         gpu_name = torch.cuda.get_device_name(0)
         timer = TorchTimer(torch, args.repeats, args.warmup)
-        causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
         for dtype in args.dtype:
             for d in args.d:
-                for causal in causals:
+                for causal in args.causal:
                     for N in args.N:
                         B, H = max(1, args.tokens // N), max(1, args.hidden // d)
                         for backend in ("flash", "cudnn"):

@@ -8,7 +8,7 @@
 # Then, on the GPU machine, from the repository root:
 #   scripts/device_check.sh                                   # all stages
 #   STAGES="tests sass" scripts/device_check.sh               # some of them
-#   BENCH_ARGS="--N 1024,4096 --d 128 --dtype bf16" scripts/device_check.sh
+#   BENCH_ARGS="-N 1024,4096 -d 128 --dtype bf16" scripts/device_check.sh
 #   STAGES="fwdsweep ablation" scripts/device_check.sh          # the forward rungs beside PyTorch,
 #                                                               # and the hopper rung's ablation
 #   STAGES="bwdsweep longdet" scripts/device_check.sh           # the Hopper backward beside PyTorch,
@@ -95,7 +95,7 @@ fi
 
 if has quickbench; then  # one shape first, so that some numbers come back even if the sweep is cut
   run_stage quickbench "${QUICK_TIMEOUT:-120}" python3 scripts/compare_torch.py --flashlab "$BIN/flashlab" \
-    --out "$OUT/compare_quick.json" --N 4096 --d 128 --dtype bf16
+    --out "$OUT/compare_quick.json" -N 4096 -d 128 --dtype bf16
   note quickbench "rc=$STAGE_RC ${STAGE_S}s (bf16 d=128 N=4096; logs/quickbench.log)"
   sed -n '/^flashlab .* vs torch/,/^wrote/p' "$LOGS/quickbench.log" | while read -r l; do echo "           $l"; done >"$LOGS/quick_summary.txt"
   while read -r l; do SUMMARY+=("$l"); done <"$LOGS/quick_summary.txt"
@@ -112,7 +112,7 @@ fi
 
 if has fwdsweep; then  # the forward rungs over the sweep, beside PyTorch's forward only
   run_stage fwdsweep "${BENCH_TIMEOUT:-420}" python3 scripts/compare_torch.py --flashlab "$BIN/flashlab" \
-    --versions tiled,hopper --passes fwd --N 1024,2048,4096,8192,16384 --out "$OUT/compare_fwd.json"
+    --versions tiled,hopper --passes fwd -N 1024,2048,4096,8192,16384 --out "$OUT/compare_fwd.json"
   note fwdsweep "rc=$STAGE_RC ${STAGE_S}s (table in logs/fwdsweep.log, JSON in compare_fwd.json)"
   sed -n '/^geometric mean/,/^wrote/p' "$LOGS/fwdsweep.log" | sed 's/^/           /' >"$LOGS/fwdsweep_summary.txt"
   while read -r l; do SUMMARY+=("$l"); done <"$LOGS/fwdsweep_summary.txt"
@@ -120,7 +120,7 @@ fi
 
 if has bwdsweep; then  # the Hopper backward and its deterministic twin over the sweep, beside PyTorch
   run_stage bwdsweep "${BENCH_TIMEOUT:-420}" python3 scripts/compare_torch.py --flashlab "$BIN/flashlab" \
-    --versions hopper,hopper-deterministic --passes bwd --N 1024,2048,4096,8192,16384 \
+    --versions hopper,hopper-deterministic --passes bwd -N 1024,2048,4096,8192,16384 \
     --out "$OUT/compare_bwd.json"
   note bwdsweep "rc=$STAGE_RC ${STAGE_S}s (table in logs/bwdsweep.log, JSON in compare_bwd.json)"
   sed -n '/^geometric mean/,/^wrote/p' "$LOGS/bwdsweep.log" | sed 's/^/           /' >"$LOGS/bwdsweep_summary.txt"
@@ -129,7 +129,7 @@ fi
 
 if has longdet; then  # the deterministic backward's price at long causal sequences
   run_stage longdet 240 "$BIN/flashlab" bench --backend cuda --versions hopper,hopper-deterministic \
-    --N 65536,131072 -d 128 --dtype bf16 --causal yes --repeats 5 --warmup 1 --json "$OUT/bench_long_det.json"
+    -N 65536,131072 -d 128 --dtype bf16 --causal yes --repeats 5 --warmup 1 --json "$OUT/bench_long_det.json"
   note longdet "rc=$STAGE_RC ${STAGE_S}s (logs/longdet.log, bench_long_det.json)"
   grep -E '^hopper' "$LOGS/longdet.log" | grep bwd | sed 's/^/           /' >"$LOGS/longdet_summary.txt"
   while read -r l; do SUMMARY+=("$l"); done <"$LOGS/longdet_summary.txt"

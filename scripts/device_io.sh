@@ -74,7 +74,7 @@ if has ncu; then
   for cc in all none; do
     run_stage "ncu_$cc" 150 ncu --clock-control none --cache-control "$cc" --csv --page raw \
       --print-units base --metrics dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
-      -k regex:fwd_kernel "$BIN/flashlab" bench --backend cuda --versions tiled --N 4096 -d 128 \
+      -k regex:fwd_kernel "$BIN/flashlab" bench --backend cuda --versions tiled -N 4096 -d 128 \
       --dtype bf16 --causal no --repeats 1 --warmup 0
     if [ -f "$OUT/lab_io_cuda.json" ]; then
       python3 scripts/ncu_crosscheck.py "$LOGS/ncu_$cc.log" "$OUT/lab_io_cuda.json" --version tiled \

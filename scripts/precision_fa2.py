@@ -30,7 +30,7 @@ short markdown table (per version and output: the worst and the geometric-mean r
 Usage (on the device, from the repository root):
   python3 scripts/precision_fa2.py --flashlab build/device-bin/flashlab \\
       --out docs/results/precision_fa2.json --md docs/results/precision_fa2.md
-  python3 scripts/precision_fa2.py --versions atomic-dq --dtype bf16 --d 128   # a subset
+  python3 scripts/precision_fa2.py --versions atomic-dq --dtype bf16 -d 128 --causal yes   # a subset
   python3 scripts/precision_fa2.py --self-test --flashlab build/cpu/flashlab   # no GPU, no torch
 """
 
@@ -152,6 +152,18 @@ def csv_ints(s):
 
 def csv_strs(s):
     return [x for x in s.split(",") if x]
+
+
+def causal_list(s):
+    """--causal as flashlab reads it: yes, no, or a list of them (no,yes); both is no,yes."""
+    masks = []
+    for item in s.split(","):
+        if item not in ("yes", "no", "both"):
+            raise argparse.ArgumentTypeError(f"unknown --causal '{item}' (known: yes, no, or a list such as no,yes)")
+        for m in ([False, True] if item == "both" else [item == "yes"]):
+            if m not in masks:
+                masks.append(m)
+    return masks
 
 
 def shape_list(s):
@@ -485,8 +497,11 @@ def main():
     ap.add_argument("--versions", type=csv_strs, default=None,
                     help="comma-separated ids (default: every backward version available on this GPU)")
     ap.add_argument("--dtype", type=csv_strs, default=["bf16", "fp16"])
-    ap.add_argument("--d", type=csv_ints, default=[64, 128])
-    ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
+    ap.add_argument("-d", dest="d", type=csv_ints, default=[64, 128], help="head dimensions (default 64,128)")
+    ap.add_argument("--d", dest="d", type=csv_ints, default=argparse.SUPPRESS,
+                    help=argparse.SUPPRESS)  # the older spelling, not listed
+    ap.add_argument("--causal", type=causal_list, default=[False, True],
+                    help="causal masks, as flashlab spells them: yes, no or no,yes (default no,yes)")
     ap.add_argument("--shapes", type=shape_list, default=DEFAULT_SHAPES,
                     help="Nq:Nk:B:H,... (default " + ",".join(":".join(map(str, s)) for s in DEFAULT_SHAPES) + ")")
     ap.add_argument("--seed", type=int, default=1)
@@ -497,7 +512,6 @@ def main():
     ap.add_argument("--self-test", action="store_true",
                     help="check the .npy reader, the error math and (with --flashlab) a CPU dump; no GPU")
     args = ap.parse_args()
-    args.causal = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
     if args.self_test:
         return self_test(args)
 

@@ -20,7 +20,7 @@ SECTIONS=(--print-details all --section SpeedOfLight --section ComputeWorkloadAn
 tag="${DT}_d${D}_N${N}_causal-${CAUSAL}"
 # The bench checks once at a small N, warms up, then times: skip to a timed launch.
 ncu --clock-control none --kernel-name regex:"${KERNEL:-outer_k}" --launch-skip 3 --launch-count 1 \
-  "${SECTIONS[@]}" "$BIN/flashlab" bench --backend cuda --N "$N" -d "$D" --dtype "$DT" \
+  "${SECTIONS[@]}" "$BIN/flashlab" bench --backend cuda -N "$N" -d "$D" --dtype "$DT" \
   --causal "$CAUSAL" --versions "$VERSION" --repeats 2 --warmup 2 \
   >"$OUT/profile/flashlab_${VERSION}_$tag.txt" 2>&1
 echo "flashlab $VERSION $tag: rc=$?"

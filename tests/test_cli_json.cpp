@@ -50,7 +50,7 @@ TEST(CliJson, EveryCommandValidatesAgainstTheSchema) {
       {"lab_list", "lab list"},
       {"lab_all", "lab all --backend cpu"},
       {"lab_all_zh", "lab all --backend cpu --lang zh"},
-      {"bench", "bench --backend cpu --N 32,48 -d 16 --repeats 1 --warmup 0"},
+      {"bench", "bench --backend cpu -N 32,48 -d 16 --repeats 1 --warmup 0"},
   };
   std::vector<std::string> files;
   for (const auto& [name, args] : commands) {
@@ -127,7 +127,7 @@ TEST(CliJson, RunReportsErrorsBudgetAndTiming) {
 TEST(CliJson, BenchTimesThePassesAskedFor) {
   ScratchDir dir;
   const std::string base =
-      "bench --backend cpu --N 32 -d 16 --repeats 1 --warmup 0 --causal no "
+      "bench --backend cpu -N 32 -d 16 --repeats 1 --warmup 0 --causal no "
       "--versions tiled,hopper,atomic-dq";
   const std::map<std::string, std::pair<std::string, std::set<std::string>>> cases = {
       {"fwd", {"fwd", {"tiled", "hopper"}}},
@@ -163,12 +163,13 @@ TEST(CliJson, BenchRunsARepeatedPointOnce) {
   ScratchDir dir;
   const std::string path = dir / "b.json";
   const CliResult r = run_cli(
-      "bench --backend cpu --N 32,24,32 -d 16,16 --dtype fp32,fp32 --repeats 1 --warmup 0 "
-      "--causal no --versions tiled --json '" +
+      "bench --backend cpu -N 32,24,32 -d 16,16 --dtype fp32,fp32 --repeats 1 --warmup 0 "
+      "--causal no,no --versions tiled --json '" +
       path + "'");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   const json doc = load(path);
   EXPECT_EQ(doc["config"]["N"], json({32, 24}));
+  EXPECT_EQ(doc["config"]["causal"], json({false}));
   EXPECT_EQ(doc["config"]["d"], json({16}));
   EXPECT_EQ(doc["config"]["dtype"], json({"fp32"}));
   const json* bench = find_table(doc, "bench");

@@ -67,7 +67,8 @@ int env_int(const char* name, int fallback) {
 // The command line as CLI11 knows it.
 
 struct OptionSpec {
-  std::string name;  // "--json", "-N"; the positional's name for a positional
+  std::string name;        // "--json", "-N"; the positional's name for a positional
+  std::string stands_for;  // an older spelling's option ("--N" stands for "-N"); else its name
   std::vector<std::string> spellings;
   bool positional = false, flag = false, required = false;
   std::string type;  // INT, UINT, FLOAT, TEXT, FILE, DIR, REPORT, ...
@@ -145,6 +146,7 @@ std::vector<CommandSpec> walk_cli() {
       o.positional = opt->get_positional();
       o.name = opt->get_name(o.positional);
       if (o.name == "--help") continue;  // prints the help and exits 0
+      o.stands_for = cli::alias_of(opt) ? cli::alias_of(opt)->get_name() : o.name;
       for (const std::string& s : opt->get_snames()) o.spellings.push_back("-" + s);
       for (const std::string& l : opt->get_lnames()) o.spellings.push_back("--" + l);
       o.flag = opt->get_expected_max() == 0;
@@ -756,8 +758,8 @@ std::vector<std::string> judge(Case& c, const CaseDir& cd,
       if (o.type != "INT" && o.type != "UINT" && o.type != "FLOAT") continue;
       bool overridden = false;
       for (const Given& h : c.given)
-        overridden =
-            overridden || h.option->description.find("overrides " + o.name) != std::string::npos;
+        overridden = overridden ||
+                     h.option->description.find("overrides " + o.stands_for) != std::string::npos;
       if (overridden) continue;
       std::stringstream items(g.value);
       for (std::string item; std::getline(items, item, o.delimiter ? o.delimiter : '\n');) {
@@ -803,7 +805,7 @@ TEST(Fuzz, EveryCommandAndOption) {
   collected.dir = root.path() / "collected";
   fs::create_directories(collected.dir);
   // Reports for plot to draw, made before the cases start.
-  for (const char* args : {"lab cost", "bench --backend cpu --N 16,32 --repeats 1 --warmup 0",
+  for (const char* args : {"lab cost", "bench --backend cpu -N 16,32 --repeats 1 --warmup 0",
                            "lab all --backend cpu"}) {
     const std::string path =
         (collected.dir / ("seed" + std::to_string(collected.n++) + ".json")).string();
@@ -1066,7 +1068,7 @@ TEST(Fuzz, PlotReports) {
   ScratchDir dir;
   std::vector<json> bases;
   for (const char* args : {"lab cost", "lab cost --lang zh", "lab all --backend cpu",
-                           "bench --backend cpu --N 16,32 --repeats 1 --warmup 0"}) {
+                           "bench --backend cpu -N 16,32 --repeats 1 --warmup 0"}) {
     const std::string path = dir / ("base" + std::to_string(bases.size()) + ".json");
     ASSERT_EQ(testing::run_cli(std::string(args) + " --json " + quoted(path)).status, 0) << args;
     bases.push_back(json::parse(slurp(path)));

@@ -138,7 +138,7 @@ TEST(Memory, EstimateHoldsThePeakOfEveryVersionAndDtype) {
 TEST(Memory, ShapesThatDoNotFitAreRefusedBeforeAnyAllocation) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       // deterministic-dq's 896 dQ splits (57344 / 64) of 7.3M floats were not counted.
-      {"bench --backend cpu --N 57344 --versions deterministic-dq --causal no",
+      {"bench --backend cpu -N 57344 --versions deterministic-dq --causal no",
        "the bench point N=57344 d=64 (inputs, outputs, the versions' own buffers) needs about"},
       // 16384 fp64 splits of 262144 doubles: 32 GiB, counted at 4 bytes an element before.
       {"run --versions deterministic-dq --dtype fp64 -H 1 --Nq 1024 --Nk 16384 -d 256 --bc 1",

@@ -149,7 +149,7 @@ using testing::ScratchDir;
 
 TEST(PlotCli, ExtremeNumbersFinishWithAWellFormedSvg) {
   ScratchDir dir;
-  ASSERT_EQ(run_cli("bench --backend cpu --N 16,32 -d 64 --repeats 1 --warmup 0 --json " +
+  ASSERT_EQ(run_cli("bench --backend cpu -N 16,32 -d 64 --repeats 1 --warmup 0 --json " +
                     quoted(dir / "bench.json"))
                 .status,
             0);

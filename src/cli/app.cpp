@@ -1,6 +1,7 @@
 // The whole command line as one CLI11 app: the subcommands, the help footer, and the two rules
 // every option follows. main() parses it; the tests walk it to fuzz every subcommand and option.
 #include <charconv>
+#include <memory>
 
 #include "build_info.h"
 #include "cli/common.h"
@@ -16,13 +17,14 @@ const char* kFooter = R"(Examples:
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --causal --json run.json
   flashlab gradcheck
   flashlab lab all --lang zh
-  flashlab bench --backend cuda -d 128 --dtype bf16 --json bench.json
+  flashlab bench --backend cuda -N 1024,4096 -d 64,128 --dtype bf16 --causal yes --json bench.json
   flashlab plot bench.json -o bench.svg
   flashlab verify run.json --rerun
   flashlab new myrung --from atomic-dq
 
 Exit status: 0 ok, 1 a check failed (e.g. a version over its error budget), 2 bad input,
-3 the work itself failed. `flashlab COMMAND --help` shows each command's options.)";
+3 the work itself failed. `flashlab COMMAND --help` shows each command's options; an option
+that several commands take is spelled the same in each (bench takes lists where run takes one).)";
 
 // CLI11 reads integers with strtoll(..., base 0): "0100" would be octal 64, "0x10" hex 16, and a
 // value too large for the type would saturate silently. Integer options take decimal digits only:
@@ -35,6 +37,9 @@ CLI::Validator decimal_integer(bool is_unsigned) {
         size_t i = 0;
         const bool negative = !s.empty() && s[0] == '-';
         if (!s.empty() && (s[0] == '-' || s[0] == '+')) ++i;
+        // A list where one value is taken (run -N 1024,4096): bench sweeps lists, run does not.
+        if (s.find(',') != std::string::npos)
+          return "'" + s + "' is a list, but this option takes one value";
         if (i == s.size() || s.find_first_not_of("0123456789", i) != std::string::npos)
           return "'" + s + "' is not a decimal integer";
         if (negative && is_unsigned && s.find_first_not_of('0', i) != std::string::npos)
@@ -64,6 +69,14 @@ CLI::Validator non_empty() {
       "");
 }
 
+// --help shows one spelling per quantity: an older spelling kept for scripts is not listed.
+class Help : public CLI::Formatter {
+ public:
+  std::string make_option(const CLI::Option* opt, bool is_positional) const override {
+    return alias_of(opt) ? std::string() : CLI::Formatter::make_option(opt, is_positional);
+  }
+};
+
 }  // namespace
 
 void check_inline_values(int argc, const char* const* argv) {
@@ -81,6 +94,7 @@ void build_app(CLI::App& app, Action& action) {
       "flashlab: FlashAttention-2 forward and backward, version by version, measured against an "
       "fp64 reference");
   app.footer(kFooter);
+  app.formatter(std::make_shared<Help>());  // before the subcommands, which copy it
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("flashlab ") + FLASHLAB_TOOL_VERSION + " (" +
                                         FLASHLAB_GIT_COMMIT + ")");

@@ -19,8 +19,8 @@ namespace {
 struct BenchArgs {
   std::string backend = "auto";
   std::vector<int64_t> Ns, ds;
-  std::vector<std::string> dtypes;
-  std::string causal = "both";
+  std::vector<std::string> dtypes = {"auto"};
+  std::string causal = "no,yes";
   std::vector<std::string> passes = {"fwd", "bwd"};
   std::string versions = "all";
   int repeats = 0, warmup = 0;
@@ -32,7 +32,7 @@ struct BenchArgs {
 
 const std::vector<std::string> kTables = {"bench"};
 
-// A point asked for twice (--N 1024,1024) is one point: the first of each value is kept, in order.
+// A point asked for twice (-N 1024,1024) is one point: the first of each value is kept, in order.
 template <class T>
 std::vector<T> once_each(const std::vector<T>& v) {
   std::vector<T> out;
@@ -66,21 +66,18 @@ BenchConfig make_config(const BenchArgs& a) {
                      (b.time_fwd ? "forward" : "backward") + " pass (--passes)");
   b.Ns = once_each(a.Ns);
   b.ds = once_each(a.ds);
-  for (const std::string& s : a.dtypes) {
+  // auto: the sweep's own dtypes for the backend (fill_bench_defaults), as run's auto is its one.
+  const bool auto_dtype = std::find(a.dtypes.begin(), a.dtypes.end(), "auto") != a.dtypes.end();
+  if (auto_dtype && a.dtypes.size() > 1)
+    throw UsageError("--dtype auto stands alone (it is fp16,bf16 on cuda, fp32 on cpu)");
+  for (const std::string& s : auto_dtype ? std::vector<std::string>{} : a.dtypes) {
     DType t;
     if (!parse_dtype(s, t))
       throw UsageError("unknown --dtype '" + s + "' (known: fp64, fp32, fp16, bf16)");
     b.dtypes.push_back(t);
   }
   b.dtypes = once_each(b.dtypes);
-  if (a.causal == "both")
-    b.causal = {false, true};
-  else if (a.causal == "yes")
-    b.causal = {true};
-  else if (a.causal == "no")
-    b.causal = {false};
-  else
-    throw UsageError("unknown --causal '" + a.causal + "' (known: both, yes, no)");
+  b.causal = parse_causal(a.causal);
   const bool cpu = b.backend == Backend::cpu;
   b.repeats = a.repeats_given->count() ? a.repeats : cpu ? 3 : 10;
   b.warmup = a.warmup_given->count() ? a.warmup : cpu ? 1 : 3;
@@ -104,11 +101,16 @@ void register_bench(CLI::App& app, Action& action) {
   sub->add_option("--backend", a.backend,
                   "cuda, cpu (a small stand-in sweep), or auto (cuda when a device is present)")
       ->capture_default_str();
-  sub->add_option("--N", a.Ns, "sequence lengths (default 512,1024,...,16384; cpu: 128,256)")
-      ->delimiter(',');
+  const CLI::Option* N =
+      sub->add_option("-N", a.Ns, "sequence lengths (default 512,1024,...,16384; cpu: 128,256)")
+          ->delimiter(',');
   sub->add_option("-d", a.ds, "head dimensions (default 64,128; cpu: 64)")->delimiter(',');
-  sub->add_option("--dtype", a.dtypes, "dtypes (default fp16,bf16; cpu: fp32)")->delimiter(',');
-  sub->add_option("--causal", a.causal, "both, yes or no")->capture_default_str();
+  sub->add_option("--dtype", a.dtypes,
+                  "dtypes: fp64, fp32, fp16 or bf16 (auto: fp16,bf16 on cuda, fp32 on cpu)")
+      ->delimiter(',')
+      ->default_str("auto");
+  add_causal_option(sub, a.causal, "causal masks to sweep: yes, no or no,yes (--causal alone: yes)",
+                    "[yes|no]=no,yes");
   sub->add_option("--passes", a.passes, "passes to time: fwd, bwd or fwd,bwd (default both)")
       ->delimiter(',');
   sub->add_option("--versions", a.versions, version_ids_help())->capture_default_str();
@@ -118,14 +120,17 @@ void register_bench(CLI::App& app, Action& action) {
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   add_output_options(sub, a.out, kTables);
+  add_alias(sub, "--N", N, a.Ns);  // bench's spelling before it took run's -N
   sub->footer(R"(Examples:
   flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg
   flashlab bench --backend cuda -d 128 --dtype bf16 --causal no --versions tiled,deterministic-dq
+  flashlab bench --backend cuda -N 1024,4096 -d 64,128 --dtype fp16,bf16 --causal yes
   flashlab bench --backend cuda --versions tiled,hopper --passes fwd   # forwards only
   flashlab bench --backend cpu           # a small CPU sweep, runs without a GPU
 
 Each (dtype, d, causal) is checked once against the fp64 reference at B=1, H=2 and the
-smallest N (at most 1024); a version that fails there has ok = no on all its rows.)");
+smallest N (at most 1024); a version that fails there has ok = no on all its rows. The options
+are spelled as in run; -N, -d, --dtype, --causal and --passes take comma-separated lists.)");
   sub->callback([&action] {
     action = [] {
       const BenchConfig b = make_config(a);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "report/json_doc.h"
 #include "run/registry.h"
@@ -52,6 +53,76 @@ Outputs check_outputs(const OutputOptions& o, const std::vector<std::string>& ta
 
 std::string json_text(const Report& r) {
   return to_json(r).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+
+// alias -> the option it stands for
+std::map<const CLI::Option*, const CLI::Option*>& aliases() {
+  static std::map<const CLI::Option*, const CLI::Option*> map;
+  return map;
+}
+
+}  // namespace
+
+CLI::Option* mark_alias(CLI::Option* alias, const CLI::Option* primary) {
+  const std::string name = primary->get_name();
+  alias->description("older spelling of " + name);
+  alias->type_name(primary->get_type_name());
+  if (primary->get_delimiter() != '\0') alias->delimiter(primary->get_delimiter());
+  // Both spellings given would leave one of the values unread, whichever CLI11 stored last.
+  alias->check(CLI::Validator(
+      [primary, name](std::string&) {
+        return primary->count() > 0
+                   ? "the same option as " + name + " (its older spelling): give one"
+                   : std::string();
+      },
+      ""));
+  aliases()[alias] = primary;
+  return alias;
+}
+
+const CLI::Option* alias_of(const CLI::Option* opt) {
+  const auto it = aliases().find(opt);
+  return it == aliases().end() ? nullptr : it->second;
+}
+
+CLI::Option* add_causal_option(CLI::App* sub, std::string& value, const std::string& help,
+                               const std::string& value_text) {
+  // The value may be left out: CLI11 then takes the default string, which is therefore the value
+  // of `--causal` alone, not the default of the command (that is `value` as it stands).
+  return sub->add_option("--causal", value, help)
+      ->expected(0, 1)
+      ->default_str("yes")
+      ->option_text(value_text);
+}
+
+std::vector<bool> parse_causal(const std::string& value) {
+  // CLI11 does not validate an empty value of an option whose value may be left out.
+  if (value.empty()) throw UsageError("--causal: an empty value is not allowed");
+  std::vector<bool> masks;
+  const auto add = [&masks](bool causal) {
+    if (std::find(masks.begin(), masks.end(), causal) == masks.end()) masks.push_back(causal);
+  };
+  for (size_t start = 0;;) {
+    const size_t comma = value.find(',', start);
+    const std::string item =
+        value.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (item == "yes") {
+      add(true);
+    } else if (item == "no") {
+      add(false);
+    } else if (item == "both") {
+      add(false);
+      add(true);
+    } else {
+      throw UsageError("unknown --causal '" + (item.empty() ? value : item) +
+                       "' (known: yes, no, or a list of them such as no,yes)");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return masks;
 }
 
 std::string version_ids_help() {

@@ -64,6 +64,26 @@ struct Section {
 };
 int emit_sections(const std::vector<Section>& sections, const Report& merged, const Outputs& out);
 
+// An older spelling of an option, kept so that scripts written with it still run: it sets the same
+// variable as `primary`, is refused together with it, and is left out of --help (which shows one
+// spelling per quantity).
+CLI::Option* mark_alias(CLI::Option* alias, const CLI::Option* primary);
+template <class T>
+CLI::Option* add_alias(CLI::App* sub, const std::string& name, const CLI::Option* primary,
+                       T& value) {
+  return mark_alias(sub->add_option(name, value), primary);
+}
+// The option an alias stands for; null for any other option.
+const CLI::Option* alias_of(const CLI::Option* opt);
+
+// --causal, spelled alike in run and bench: `--causal yes`, `--causal no`, or a list of them
+// (`--causal no,yes`, bench's sweep); `--causal` alone means yes, and `both` is the older spelling
+// of no,yes. `value` holds the text; parse_causal reads it.
+CLI::Option* add_causal_option(CLI::App* sub, std::string& value, const std::string& help,
+                               const std::string& value_text);
+// The masks in the order given, each once (false: not causal). Throws UsageError.
+std::vector<bool> parse_causal(const std::string& value);
+
 // "comma-separated version ids (naive, tiled, ...) or all", from the registry.
 std::string version_ids_help();
 

@@ -102,7 +102,7 @@ void register_lab(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--backend", a.backend, "cpu, cuda, or auto (cuda when a device is present)")
       ->capture_default_str();
-  sub->add_option("--seed", a.seed, "seed of random inputs")->capture_default_str();
+  sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   sub->add_option("--versions", a.versions,
                   "gradcheck, bwd-ratio, no-lse: the version(s) to run instead of the lab's own "
                   "choice, e.g. an exercise once solved");

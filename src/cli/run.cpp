@@ -19,7 +19,7 @@ struct RunArgs {
   std::string backend = "auto";
   std::string dtype = "auto";
   int64_t B = 1, H = 2, N = 1024, Nq = 0, Nk = 0, d = 64;
-  bool causal = false;
+  std::string causal = "no";
   double scale = 0;
   uint64_t seed = 0;
   int br = 64, bc = 64, threads = 0;
@@ -36,6 +36,9 @@ RunConfig make_config(const RunArgs& a) {
   c.backend = resolve_backend(a.backend);
   c.versions = parse_versions(a.versions);
   Problem& p = c.problem;
+  // run is one problem: a list, which bench sweeps, is refused as a list, not as an unknown dtype.
+  if (a.dtype.find(',') != std::string::npos)
+    throw UsageError("run takes one --dtype (got '" + a.dtype + "'); bench sweeps a list");
   if (a.dtype == "auto")
     p.dtype = c.backend == Backend::cuda ? DType::f16 : DType::f32;
   else if (!parse_dtype(a.dtype, p.dtype))
@@ -47,7 +50,11 @@ RunConfig make_config(const RunArgs& a) {
   p.shape.Nq = a.Nq_given->count() ? a.Nq : a.N;
   p.shape.Nk = a.Nk_given->count() ? a.Nk : a.N;
   p.shape.d = a.d;
-  p.causal = a.causal;
+  const std::vector<bool> masks = parse_causal(a.causal);
+  if (masks.size() != 1)
+    throw UsageError("run takes one --causal, yes or no (got '" + a.causal +
+                     "'); bench sweeps a list");
+  p.causal = masks[0];
   // The problem's scale 0 means 1/sqrt(d); a scale given on the command line must be positive.
   if (a.scale_given->count() && !(a.scale > 0))
     throw UsageError(fmt::format("--scale must be a positive number up to 1e4 (got {})", a.scale));
@@ -80,11 +87,14 @@ void register_run(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("-B", a.B, "batch size")->capture_default_str();
   sub->add_option("-H", a.H, "heads")->capture_default_str();
-  sub->add_option("-N", a.N, "sequence length: sets Nq = Nk")->capture_default_str();
+  const CLI::Option* N =
+      sub->add_option("-N", a.N, "sequence length: sets Nq = Nk")->capture_default_str();
   a.Nq_given = sub->add_option("--Nq", a.Nq, "query rows (overrides -N)");
   a.Nk_given = sub->add_option("--Nk", a.Nk, "key/value rows (overrides -N)");
   sub->add_option("-d", a.d, "head dimension")->capture_default_str();
-  sub->add_flag("--causal", a.causal, "causal mask, bottom-right aligned");
+  add_causal_option(sub, a.causal,
+                    "causal mask, bottom-right aligned: yes or no (--causal alone: yes)",
+                    "[yes|no]=no");
   a.scale_given = sub->add_option("--scale", a.scale, "softmax scale (default 1/sqrt(d))");
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   sub->add_option("--br", a.br, "CPU twins: tile rows (Br)")->capture_default_str();
@@ -94,6 +104,7 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--warmup", a.warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--dump", a.dump, "write inputs and outputs as .npy into DIR")->type_name("DIR");
   add_output_options(sub, a.out, kTables);
+  add_alias(sub, "--N", N, a.N);  // bench's older spelling: run takes what bench takes
   sub->footer(R"(Examples:
   flashlab run                                   # all versions, B=1 H=2 N=1024 d=64 fp32 on cpu
   flashlab run --versions tiled,recompute -N 2048 -d 128 --causal
@@ -103,7 +114,8 @@ void register_run(CLI::App& app, Action& action) {
 
 Each version's outputs (O, LSE, dQ, dK, dV) are compared with the fp64 reference on the same
 (rounded) inputs and judged against the error budget; a version over budget makes the exit
-status 1 and its time is flagged.)");
+status 1 and its time is flagged. The options are spelled as in bench, which sweeps lists of
+them (-N 1024,4096 --causal no,yes); run takes one value of each.)");
   sub->callback([&action] {
     action = [] {
       const RunConfig c = make_config(a);
