@@ -20,7 +20,7 @@
 // race at L2). hopper-deterministic's take turns: worker j adds into split j mod 2 of Q block i
 // only once the workers before it in that split have (a counter per (head, Q block, split), as on
 // the GPU), and the convert sums the two splits in order, so every element of dQ is the same sum
-// on every run; its workers walk their Q blocks downwards, as the kernel's do (bwd_kernel.cuh
+// on every run; its workers walk their Q blocks downwards, as the kernel's do (bwd_schedule.cuh
 // says why).
 #include <algorithm>
 #include <atomic>
