@@ -47,6 +47,7 @@
 #include "core/device.h"
 #include "core/device_api.h"
 #include "fwd_params.h"
+#include "schedule.h"
 #include "util/error.h"
 
 namespace flashlab::cuda {
@@ -99,10 +100,10 @@ size_t hopper_workspace(const Problem& p) {
 // counter per (head, Q block, split) after them. K block j adds into split j mod S, so a chain of
 // turns is ceil(Tc / S) K blocks long instead of Tc; the convert pass sums the splits in order.
 int64_t dq_splits(const Problem& p) {
-  return plan::deterministic_dq_splits(p.shape.Nk, plan::kBwdBc);
+  return plan::deterministic_dq_splits(p.shape.Nk, kOuterKBc);
 }
 int64_t turn_bytes(const Problem& p) {
-  const int br = plan::bwd_br(static_cast<int>(p.shape.d));
+  const int br = outer_k_br(static_cast<int>(p.shape.d));  // the kernel's Br (bwd_params.h)
   return p.shape.heads() * ((p.shape.Nq + br - 1) / br) * dq_splits(p) * 4;
 }
 size_t deterministic_workspace(const Problem& p) {
@@ -186,7 +187,7 @@ void backward_for(const DeviceTensors& t) {
   if constexpr (kDeterministic) {
     // Each split's first writer of a block stores, so the splits need no zeroing; the convert
     // pass reads split s of a row only when K block s saw it (outer-K's Br and Bc, which are
-    // this kernel's: a static_assert in bwd_params.h).
+    // this kernel's: bwd_params.h).
     bp.b.dq_splits = static_cast<int>(dq_splits(p));
     bp.dq_turn = reinterpret_cast<int*>(bp.b.dQ_accum + bp.b.dq_splits * p.shape.q_elems());
     FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));

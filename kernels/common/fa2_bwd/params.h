@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/fa2_bwd/blocks.h"  // kOuterKBc, outer_k_br: the outer-K pass's blocks
 #include "core/device.h"
 #include "core/problem.h"
 
@@ -26,16 +27,6 @@ namespace flashlab::cuda {
 
 // Padding of the query axis in LSE2 and D: a multiple of every Br used by the backward kernels.
 inline constexpr int kRowPad = 128;
-
-// Keys per K block of the outer-K kernel, at every head dim (bwd_outer_k.cuh). Host code that only
-// needs the size (deterministic-dq's split count) reads it here, so that it does not include the
-// kernel and instantiate it a second time.
-inline constexpr int kOuterKBc = 128;
-// ... and its queries per step at head dim d; the convert pass's split mode walks the same blocks
-// (hopper-deterministic's kernel uses these sizes too, so its splits share that convert pass).
-inline constexpr int outer_k_br(int d) {
-  return d == 64 ? 128 : 64;
-}
 
 struct BwdParams {
   const void* Q;
