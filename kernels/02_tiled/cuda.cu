@@ -32,12 +32,11 @@
 // Limits: fp16 and bf16 storage, fp32 accumulation; head dims 64 and 128 (FwdTraits in
 // fwd_kernel.cuh: other head dims are rejected by check()); B*H <= 65535; positive scale.
 // mma.sync runs on sm_80 and later; on Hopper the faster wgmma path is a later rung's job.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
-#include <cmath>
 #include <string>
 
+#include "common/dispatch.cuh"
 #include "core/device_api.h"
 #include "fwd_launch.h"
 
@@ -74,14 +73,6 @@ void forward_for(const tiled_fwd::FwdParams& fp, const Problem& p, cudaStream_t 
     tiled_fwd::launch_fwd<T, D, false>(fp, heads, st);
 }
 
-template <class T>
-void forward_dtype(const tiled_fwd::FwdParams& fp, const Problem& p, cudaStream_t st) {
-  if (p.shape.d == 64)
-    forward_for<T, 64>(fp, p, st);
-  else
-    forward_for<T, 128>(fp, p, st);
-}
-
 void tiled_forward(const DeviceTensors& t) {
   const Problem& p = t.problem;
   tiled_fwd::FwdParams fp;
@@ -95,10 +86,7 @@ void tiled_forward(const DeviceTensors& t) {
   fp.causal_offset = static_cast<int>(p.causal_offset());
   fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
   auto st = static_cast<cudaStream_t>(t.stream);
-  if (p.dtype == DType::f16)
-    forward_dtype<__half>(fp, p, st);
-  else
-    forward_dtype<__nv_bfloat16>(fp, p, st);
+  dispatch_dtype_head_dim(p, [&]<class T, int kD>() { forward_for<T, kD>(fp, p, st); });
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ void deterministic_backward(const DeviceTensors& t) {
   BwdParams p = bwd_make_params(t);
   const int64_t splits = split_count(t.problem);
   p.dq_splits = static_cast<int>(splits);
-  bwd_dispatch(t.problem, [&]<class T, int kD>() {
+  dispatch_dtype_head_dim(t.problem, [&]<class T, int kD>() {
     launch_bwd_preprocess<T, kD>(p, t.stream);
     launch_bwd_outer_k<T, kD, DqMode::split>(p, t.stream);
     launch_bwd_convert_dq<T, kD>(p, DqMode::split, splits, t.stream);

@@ -42,6 +42,7 @@
 
 #include "ablation.h"
 #include "bwd_params.h"
+#include "common/dispatch.cuh"
 #include "common/sm90/tensor_map.h"
 #include "core/cuda_check.h"
 #include "core/device.h"
@@ -157,13 +158,8 @@ void forward_for(const DeviceTensors& t) {
 }
 
 void hopper_forward(const DeviceTensors& t) {
-  const Problem& p = t.problem;
-  constexpr unsigned kAll = hopper_fwd::kAllIdeas;
-  if (p.dtype == DType::f16)
-    p.shape.d == 64 ? forward_for<kAll, __half, 64>(t) : forward_for<kAll, __half, 128>(t);
-  else
-    p.shape.d == 64 ? forward_for<kAll, __nv_bfloat16, 64>(t)
-                    : forward_for<kAll, __nv_bfloat16, 128>(t);
+  dispatch_dtype_head_dim(t.problem,
+                          [&]<class T, int kD>() { forward_for<hopper_fwd::kAllIdeas, T, kD>(t); });
 }
 
 // ---- backward ----
@@ -204,13 +200,8 @@ void backward_for(const DeviceTensors& t) {
 
 template <bool kDeterministic>
 void backward(const DeviceTensors& t) {
-  const Problem& p = t.problem;
-  if (p.dtype == DType::f16)
-    p.shape.d == 64 ? backward_for<__half, 64, kDeterministic>(t)
-                    : backward_for<__half, 128, kDeterministic>(t);
-  else
-    p.shape.d == 64 ? backward_for<__nv_bfloat16, 64, kDeterministic>(t)
-                    : backward_for<__nv_bfloat16, 128, kDeterministic>(t);
+  dispatch_dtype_head_dim(t.problem,
+                          [&]<class T, int kD>() { backward_for<T, kD, kDeterministic>(t); });
 }
 
 // The ablation's variants run bf16, d = 128 only (the shape the rung is tuned for).
