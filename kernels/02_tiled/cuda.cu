@@ -34,9 +34,11 @@
 // mma.sync runs on sm_80 and later; on Hopper the faster wgmma path is a later rung's job.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "common/dispatch.cuh"
+#include "common/shape_check.h"
 #include "core/device_api.h"
 #include "fwd_launch.h"
 
@@ -46,18 +48,11 @@ namespace {
 
 namespace tiled_fwd = FLASHLAB_FOLDER::tiled_fwd;
 
+// Its limits: 32-bit row indices, and a positive scale (the running maximum is taken over the raw
+// scores, then scaled).
 std::string tiled_check(const Problem& p) {
-  const Shape& s = p.shape;
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
-    return "tiled on CUDA stores fp16 or bf16, not " + to_string(p.dtype);
-  if (s.d != 64 && s.d != 128)
-    return "tiled's CUDA kernel is built for head dims 64 and 128; d = " + std::to_string(s.d) +
-           " is not one of them";
-  if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1) return "B, H, Nq and Nk must be at least 1";
-  if (s.heads() > 65535) return "tiled's CUDA kernel handles at most 65535 heads (B*H)";
-  if (s.Nq > (1 << 30) || s.Nk > (1 << 30)) return "tiled's CUDA kernel needs Nq, Nk < 2^30";
-  if (!(p.softmax_scale() > 0.0)) return "tiled's CUDA kernel needs a positive softmax scale";
-  return {};
+  return shape_check(
+      p, "tiled", {.head_dims = {64, 128}, .max_rows = int64_t{1} << 30, .positive_scale = true});
 }
 
 size_t tiled_workspace(const Problem&) {

@@ -28,6 +28,7 @@
 
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "common/dispatch.cuh"
 #include "common/fa2_bwd/params.h"
@@ -37,6 +38,11 @@
 namespace flashlab::cuda {
 
 namespace {
+
+// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits.
+std::string recompute_check(const Problem& p) {
+  return shape_check(p, "recompute", kFa2BwdLimits);
+}
 
 size_t recompute_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, 0);
@@ -89,6 +95,6 @@ void recompute_backward(const DeviceTensors& t) {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = bwd_check,
+FLASHLAB_CUDA_VERSION({.check = recompute_check,
                        .workspace_bytes = recompute_workspace,
                        .backward = recompute_backward});

@@ -23,6 +23,8 @@
 // reproducible). Extra memory: 2 padded fp32 rows (LSE2, D) and one fp32 copy of dQ.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "common/dispatch.cuh"
 #include "common/fa2_bwd/params.h"
 #include "core/cuda_check.h"
@@ -31,6 +33,11 @@
 namespace flashlab::cuda {
 
 namespace {
+
+// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits.
+std::string atomic_check(const Problem& p) {
+  return shape_check(p, "atomic-dq", kFa2BwdLimits);
+}
 
 size_t atomic_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, 1);
@@ -52,6 +59,6 @@ void atomic_backward(const DeviceTensors& t) {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = bwd_check,
+FLASHLAB_CUDA_VERSION({.check = atomic_check,
                        .workspace_bytes = atomic_workspace,
                        .backward = atomic_backward});

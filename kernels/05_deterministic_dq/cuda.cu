@@ -25,6 +25,8 @@
 // H = 16, N = 16384 on 132 SMs: 8 splits, 1.1 GB), where one split per K block would need 128.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "common/dispatch.cuh"
 #include "common/fa2_bwd/params.h"
 #include "core/device_api.h"
@@ -32,6 +34,11 @@
 namespace flashlab::cuda {
 
 namespace {
+
+// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits.
+std::string deterministic_check(const Problem& p) {
+  return shape_check(p, "deterministic-dq", kFa2BwdLimits);
+}
 
 // The same count for the workspace and the launch: a pure function of the problem and the GPU.
 int64_t split_count(const Problem& p) {
@@ -57,6 +64,6 @@ void deterministic_backward(const DeviceTensors& t) {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = bwd_check,
+FLASHLAB_CUDA_VERSION({.check = deterministic_check,
                        .workspace_bytes = deterministic_workspace,
                        .backward = deterministic_backward});

@@ -43,6 +43,7 @@
 #include "ablation.h"
 #include "bwd_params.h"
 #include "common/dispatch.cuh"
+#include "common/shape_check.h"
 #include "common/sm90/tensor_map.h"
 #include "core/cuda_check.h"
 #include "core/device.h"
@@ -68,23 +69,27 @@ std::string hopper_unavailable(int cc_major, int cc_minor) {
   return {};
 }
 
-std::string hopper_check(const Problem& p) {
-  const Shape& s = p.shape;
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
-    return "hopper on CUDA stores fp16 or bf16, not " + to_string(p.dtype);
-  if (s.d != 64 && s.d != 128)
-    return "hopper's CUDA kernel is built for head dims 64 and 128; d = " + std::to_string(s.d) +
-           " is not one of them";
-  if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1) return "B, H, Nq and Nk must be at least 1";
-  if (s.heads() > 65535) return "hopper's CUDA kernel handles at most 65535 heads (B*H)";
-  if (s.Nq > (1 << 30) || s.Nk > (1 << 30)) return "hopper's CUDA kernel needs Nq, Nk < 2^30";
-  if (!(p.softmax_scale() > 0.0)) return "hopper's CUDA kernel needs a positive softmax scale";
+// The forward's limits: 32-bit row indices, and a positive scale (the running maximum is taken
+// over the raw scores, then scaled).
+constexpr ShapeLimits kForwardLimits{
+    .head_dims = {64, 128}, .max_rows = int64_t{1} << 30, .positive_scale = true};
+// The rung's (forward and backward): the backward runs the FA2 passes (preprocess, convert) too,
+// with their 32-bit element offsets inside a head.
+constexpr ShapeLimits kRungLimits = [] {
+  ShapeLimits l = kForwardLimits;
+  l.max_head_elems = kFa2BwdLimits.max_head_elems;
+  return l;
+}();
+
+// The shape, then the GPU in front of us (when there is one).
+std::string hopper_check(const Problem& p, const ShapeLimits& limits) {
+  const std::string why = shape_check(p, "hopper", limits);
+  if (!why.empty()) return why;
   const DeviceInfo& d = device_info();
-  if (d.present) {
-    const std::string why = hopper_unavailable(d.cc_major, d.cc_minor);
-    if (!why.empty()) return why;
-  }
-  return {};
+  return d.present ? hopper_unavailable(d.cc_major, d.cc_minor) : std::string();
+}
+std::string rung_check(const Problem& p) {
+  return hopper_check(p, kRungLimits);
 }
 
 // The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
@@ -109,12 +114,6 @@ int64_t turn_bytes(const Problem& p) {
 }
 size_t deterministic_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, dq_splits(p)) + static_cast<size_t>(turn_bytes(p));
-}
-
-// The rung's checks, and the backward's (32-bit row offsets inside a head).
-std::string hopper_bwd_check(const Problem& p) {
-  const std::string why = hopper_check(p);
-  return why.empty() ? bwd_check(p) : why;
 }
 
 using hopper_fwd::FwdParams;
@@ -204,9 +203,10 @@ void backward(const DeviceTensors& t) {
                           [&]<class T, int kD>() { backward_for<T, kD, kDeterministic>(t); });
 }
 
-// The ablation's variants run bf16, d = 128 only (the shape the rung is tuned for).
+// The ablation's variants are forwards, and run bf16, d = 128 only (the shape the rung is tuned
+// for).
 std::string ablation_check(const Problem& p) {
-  const std::string why = hopper_check(p);
+  const std::string why = hopper_check(p, kForwardLimits);
   if (!why.empty()) return why;
   if (p.dtype != DType::bf16 || p.shape.d != 128)
     return "the hopper ablation's variants are built for bf16, d = 128 only";
@@ -249,14 +249,14 @@ std::span<const AblationVariant> hopper_ablation() {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = hopper_bwd_check,
+FLASHLAB_CUDA_VERSION({.check = rung_check,
                        .workspace_bytes = hopper_workspace,
                        .forward = hopper_forward,
                        .backward = backward<false>,
                        .unavailable = hopper_unavailable,
                        .ablation = hopper_ablation});
 
-FLASHLAB_CUDA_VARIANT(deterministic, {.check = hopper_bwd_check,
+FLASHLAB_CUDA_VARIANT(deterministic, {.check = rung_check,
                                       .workspace_bytes = deterministic_workspace,
                                       .backward = backward<true>,
                                       .unavailable = hopper_unavailable});

@@ -1,7 +1,7 @@
 // Turns the runtime (dtype, head dim) of a problem into template arguments: f.operator()<T, kD>(),
 // T = __half or __nv_bfloat16, kD = 64 or 128. Any version whose kernels are instantiated for
 // those four pairs uses it, forward or backward. The shape was validated by the version's check
-// first, so every other combination is unreachable.
+// first (common/shape_check.h), so every other combination is unreachable.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -17,9 +17,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "common/fa2_bwd/blocks.h"  // kOuterKBc, outer_k_br: the outer-K pass's blocks
+#include "common/shape_check.h"
 #include "core/device.h"
 #include "core/problem.h"
 
@@ -102,8 +102,11 @@ inline bool bwd_staged_dq() {
   return device_info().cc_major >= 9;
 }
 
-// The shape checks the three backward versions share. Empty when supported.
-std::string bwd_check(const Problem& p);
+// What the kernels here (preprocess, outer-K, outer-Q, convert) support: head dims 64 and 128, and
+// 32-bit row and element offsets inside one head. Every version that runs them checks a problem
+// against these, under its own name (common/shape_check.h).
+inline constexpr ShapeLimits kFa2BwdLimits{.head_dims = {64, 128},
+                                           .max_head_elems = int64_t{1} << 31};
 
 // Fills the params from the runner's device tensors (defined in bwd_host.cu).
 struct DeviceTensors;
