@@ -17,8 +17,10 @@ struct BwdParams {
   CUtensorMap q_map, do_map, k_map, v_map, dk_map, dv_map;
   ::flashlab::cuda::BwdParams b;
   int q_blocks;  // ceil(Nq / Br)
-  // hopper-deterministic: [B*H][q_blocks] counters, zeroed before the launch; K block j may add
-  // its dQ partial of Q block i once counter (head, i) == j. Null for hopper.
+  // hopper-deterministic: [B*H][q_blocks][b.dq_splits] turn counters, zeroed before the launch.
+  // K block j writes its dQ partial of Q block i into split j mod dq_splits once counter
+  // (head, i, j mod dq_splits) == j / dq_splits, then sets it to j / dq_splits + 1
+  // (bwd_dq_writer.cuh). Null for hopper.
   int* dq_turn;
 };
 

@@ -1,7 +1,9 @@
-// hopper — the FlashAttention forward written the Hopper way (FA3's ideas on sm_90a).
+// hopper — FlashAttention written the Hopper way (FA3's ideas on sm_90a): the host side of the
+// rung, which launches its forward, its backward (hopper and hopper-deterministic) and the
+// forward's ablation. The kernels live in fwd_kernel.cuh and bwd_kernel.cuh.
 //
-// What changes from `tiled`: the same online softmax over the same tiles, but every part of the
-// work is handed to the unit of the chip built for it, and the parts overlap.
+// What the forward changes from `tiled`: the same online softmax over the same tiles, but every
+// part of the work is handed to the unit of the chip built for it, and the parts overlap.
 //   1. Tiles arrive by the bulk tensor copy engine (TMA): one thread asks for a 128 x 128 tile,
 //      the engine computes the addresses, swizzles, zero-fills past the end, and signals an
 //      mbarrier when the bytes have landed. K and V each have a ring of stages.
@@ -9,31 +11,42 @@
 //      runs asynchronously; S = Q K^T reads Q and K straight from shared memory, O += P V takes P
 //      from the registers that hold S.
 //   3. Warp specialisation: a producer warpgroup (one thread of it, in fact) only issues copies
-//      and gives its registers to the two consumer warpgroups (setmaxnreg 24 / 240).
-//   4. Pingpong: the two consumer warpgroups take turns on the tensor cores (named barriers), so
-//      one's softmax runs while the other's products do.
+//      and gives its registers to the consumer warpgroups (setmaxnreg): 24 / 240 with the two
+//      consumer warpgroups of d = 128, 24 / 160 with the three of d = 64.
+//   4. Pingpong: the consumer warpgroups take turns on the tensor cores (named barriers), so
+//      one's softmax runs while another's products do (not at d = 128 under the causal mask,
+//      where the turns cost more than they hide: fwd_params.h).
 //   5. Inside a warpgroup, the softmax of block j runs while S = Q K_{j+1}^T is already issued.
 //   6. O leaves through shared memory by a bulk tensor store; causal blocks with the most keys
-//      start first.
+//      start first; one block per SM walks many tiles (persistent).
 //
 // The picture (d = 128; Br = 128 query rows per block, Bc = 128 keys per tile, 2 stages):
 //
 //   producer warpgroup     consumer warpgroup 0 (rows 0-63)    consumer warpgroup 1 (rows 64-127)
 //   (1 thread, 24 regs)    (240 regs)                          (240 regs)
-//   Q ─TMA─▶ sQ            wait K_j, V_j-1                      softmax(S_j-1) ...
-//   K_j ─TMA─▶ sK[j%2]     ══ S_j = Q K_j^T, O += P V_j-1 ══▶  (its turn waits on named barrier)
-//   V_j ─TMA─▶ sV[j%2]     softmax(S_j) ...                     ══ S_j, P V_j-1 ══▶
+//   Q ─TMA─▶ sQ[n%2]       wait K_j, V_j-1                      softmax(S_j-1) ...
+//   K_j ─TMA─▶ sK[s]       ══ S_j = Q K_j^T, O += P V_j-1 ══▶  (its turn waits on named barrier)
+//   V_j ─TMA─▶ sV[s]       softmax(S_j) ...                     ══ S_j, P V_j-1 ══▶
 //     ▲  full[s] ▼         release K_j, V_j-1 (empty[s]) ──┐    softmax(S_j) ...
 //     └── empty[s] ◀──────────────────────────────────────┘
-//   epilogue: O / l ─▶ sQ rows of the warpgroup ─TMA store─▶ O;  LSE from registers
+//   epilogue: O / l ─▶ sO rows of the warpgroup ─TMA store─▶ O;  LSE from registers
+//   sQ[n%2]: the block's n-th tile's Q, so that the next tile's Q lands while this one's products
+//   run; sK[s], sV[s]: s = g mod 2, g counting the block's K/V blocks over all its tiles.
 //
 // Each idea can be switched off at compile time (FwdIdeas in fwd_params.h); `flashlab lab hopper`
 // times the rung against each variant on the GPU in front of you.
 //
+// The backward is atomic-dq's outer-K pass with the same machinery: a producer warp loads, a
+// second one adds the dQ partials into the fp32 accumulator by bulk reduce-adds (in a fixed order
+// for hopper-deterministic), two consumer warpgroups at 240 registers compute (bwd_kernel.cuh
+// draws the roles, README.md the pipeline). The preprocess (D, LSE2) and the convert pass are the
+// FA2 backward's (common/fa2_bwd).
+//
 // Limits: sm_90a only (an H100/H200: wgmma and setmaxnreg exist nowhere else; the build needs
 // -gencode=arch=compute_90a,code=sm_90a); fp16 and bf16 storage, fp32 accumulation; head dims
-// 64 and 128; B*H <= 65535; positive scale. Any Nq, Nk: the copy engine clips tiles at a head's
-// last row, so ragged tails are masked, not assumed away.
+// 64 and 128; B*H <= 65535; positive scale; Nq, Nk <= 2^30 and Nq*d, Nk*d < 2^31 (kRungLimits
+// below). Within those any Nq, Nk: the copy engine clips tiles at a head's last row, so ragged
+// tails are masked, not assumed away.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -108,7 +108,7 @@ inline bool bwd_staged_dq() {
 inline constexpr ShapeLimits kFa2BwdLimits{.head_dims = {64, 128},
                                            .max_head_elems = int64_t{1} << 31};
 
-// Fills the params from the runner's device tensors (defined in bwd_host.cu).
+// Fills the params from the runner's device tensors (defined in host.cu).
 struct DeviceTensors;
 BwdParams bwd_make_params(const DeviceTensors& t);
 
