@@ -32,12 +32,13 @@
 // Limits: fp16 and bf16 storage, fp32 accumulation; head dims 64 and 128 (FwdTraits in
 // fwd_kernel.cuh: other head dims are rejected by check()); B*H <= 65535; positive scale.
 // mma.sync runs on sm_80 and later; on Hopper the faster wgmma path is a later rung's job.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
-#include <cmath>
+#include <cstdint>
 #include <string>
 
+#include "common/dispatch.cuh"
+#include "common/shape_check.h"
 #include "core/device_api.h"
 #include "fwd_launch.h"
 
@@ -47,18 +48,11 @@ namespace {
 
 namespace tiled_fwd = FLASHLAB_FOLDER::tiled_fwd;
 
+// Its limits: 32-bit row indices, and a positive scale (the running maximum is taken over the raw
+// scores, then scaled).
 std::string tiled_check(const Problem& p) {
-  const Shape& s = p.shape;
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
-    return "tiled on CUDA stores fp16 or bf16, not " + to_string(p.dtype);
-  if (s.d != 64 && s.d != 128)
-    return "tiled's CUDA kernel is built for head dims 64 and 128; d = " + std::to_string(s.d) +
-           " is not one of them";
-  if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1) return "B, H, Nq and Nk must be at least 1";
-  if (s.heads() > 65535) return "tiled's CUDA kernel handles at most 65535 heads (B*H)";
-  if (s.Nq > (1 << 30) || s.Nk > (1 << 30)) return "tiled's CUDA kernel needs Nq, Nk < 2^30";
-  if (!(p.softmax_scale() > 0.0)) return "tiled's CUDA kernel needs a positive softmax scale";
-  return {};
+  return shape_check(
+      p, "tiled", {.head_dims = {64, 128}, .max_rows = int64_t{1} << 30, .positive_scale = true});
 }
 
 size_t tiled_workspace(const Problem&) {
@@ -74,14 +68,6 @@ void forward_for(const tiled_fwd::FwdParams& fp, const Problem& p, cudaStream_t 
     tiled_fwd::launch_fwd<T, D, false>(fp, heads, st);
 }
 
-template <class T>
-void forward_dtype(const tiled_fwd::FwdParams& fp, const Problem& p, cudaStream_t st) {
-  if (p.shape.d == 64)
-    forward_for<T, 64>(fp, p, st);
-  else
-    forward_for<T, 128>(fp, p, st);
-}
-
 void tiled_forward(const DeviceTensors& t) {
   const Problem& p = t.problem;
   tiled_fwd::FwdParams fp;
@@ -95,10 +81,7 @@ void tiled_forward(const DeviceTensors& t) {
   fp.causal_offset = static_cast<int>(p.causal_offset());
   fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
   auto st = static_cast<cudaStream_t>(t.stream);
-  if (p.dtype == DType::f16)
-    forward_dtype<__half>(fp, p, st);
-  else
-    forward_dtype<__nv_bfloat16>(fp, p, st);
+  dispatch_dtype_head_dim(p, [&]<class T, int kD>() { forward_for<T, kD>(fp, p, st); });
 }
 
 }  // namespace

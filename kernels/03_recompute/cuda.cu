@@ -28,6 +28,7 @@
 
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "common/dispatch.cuh"
 #include "common/fa2_bwd/params.h"
@@ -37,6 +38,11 @@
 namespace flashlab::cuda {
 
 namespace {
+
+// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits.
+std::string recompute_check(const Problem& p) {
+  return shape_check(p, "recompute", kFa2BwdLimits);
+}
 
 size_t recompute_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, 0);
@@ -72,7 +78,7 @@ void recompute_backward(const DeviceTensors& t) {
   const BwdParams p = bwd_make_params(t);
   const auto main = static_cast<cudaStream_t>(t.stream);
   const SideStream& side = side_stream();
-  bwd_dispatch(t.problem, [&]<class T, int kD>() {
+  dispatch_dtype_head_dim(t.problem, [&]<class T, int kD>() {
     launch_bwd_preprocess<T, kD>(p, main);
     // fork: the dQ kernel waits for the preprocess (LSE2, D), then runs beside dK/dV ...
     FLASHLAB_CUDA_CHECK(cudaEventRecord(side.fork, main));
@@ -89,6 +95,6 @@ void recompute_backward(const DeviceTensors& t) {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = bwd_check,
+FLASHLAB_CUDA_VERSION({.check = recompute_check,
                        .workspace_bytes = recompute_workspace,
                        .backward = recompute_backward});

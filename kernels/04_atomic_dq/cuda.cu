@@ -23,6 +23,8 @@
 // reproducible). Extra memory: 2 padded fp32 rows (LSE2, D) and one fp32 copy of dQ.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "common/dispatch.cuh"
 #include "common/fa2_bwd/params.h"
 #include "core/cuda_check.h"
@@ -31,6 +33,11 @@
 namespace flashlab::cuda {
 
 namespace {
+
+// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits.
+std::string atomic_check(const Problem& p) {
+  return shape_check(p, "atomic-dq", kFa2BwdLimits);
+}
 
 size_t atomic_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, 1);
@@ -41,7 +48,7 @@ void atomic_backward(const DeviceTensors& t) {
   const int64_t accum_bytes = t.problem.shape.q_elems() * 4;
   FLASHLAB_CUDA_CHECK(
       cudaMemsetAsync(p.dQ_accum, 0, accum_bytes, static_cast<cudaStream_t>(t.stream)));
-  bwd_dispatch(t.problem, [&]<class T, int kD>() {
+  dispatch_dtype_head_dim(t.problem, [&]<class T, int kD>() {
     launch_bwd_preprocess<T, kD>(p, t.stream);
     launch_bwd_outer_k<T, kD, DqMode::atomic>(p, t.stream);
     launch_bwd_convert_dq<T, kD>(p, DqMode::atomic, 1, t.stream);
@@ -52,6 +59,6 @@ void atomic_backward(const DeviceTensors& t) {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = bwd_check,
+FLASHLAB_CUDA_VERSION({.check = atomic_check,
                        .workspace_bytes = atomic_workspace,
                        .backward = atomic_backward});

@@ -25,6 +25,8 @@
 // H = 16, N = 16384 on 132 SMs: 8 splits, 1.1 GB), where one split per K block would need 128.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "common/dispatch.cuh"
 #include "common/fa2_bwd/params.h"
 #include "core/device_api.h"
@@ -32,6 +34,11 @@
 namespace flashlab::cuda {
 
 namespace {
+
+// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits.
+std::string deterministic_check(const Problem& p) {
+  return shape_check(p, "deterministic-dq", kFa2BwdLimits);
+}
 
 // The same count for the workspace and the launch: a pure function of the problem and the GPU.
 int64_t split_count(const Problem& p) {
@@ -46,7 +53,7 @@ void deterministic_backward(const DeviceTensors& t) {
   BwdParams p = bwd_make_params(t);
   const int64_t splits = split_count(t.problem);
   p.dq_splits = static_cast<int>(splits);
-  bwd_dispatch(t.problem, [&]<class T, int kD>() {
+  dispatch_dtype_head_dim(t.problem, [&]<class T, int kD>() {
     launch_bwd_preprocess<T, kD>(p, t.stream);
     launch_bwd_outer_k<T, kD, DqMode::split>(p, t.stream);
     launch_bwd_convert_dq<T, kD>(p, DqMode::split, splits, t.stream);
@@ -57,6 +64,6 @@ void deterministic_backward(const DeviceTensors& t) {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = bwd_check,
+FLASHLAB_CUDA_VERSION({.check = deterministic_check,
                        .workspace_bytes = deterministic_workspace,
                        .backward = deterministic_backward});

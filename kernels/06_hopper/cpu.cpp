@@ -20,7 +20,7 @@
 // race at L2). hopper-deterministic's take turns: worker j adds into split j mod 2 of Q block i
 // only once the workers before it in that split have (a counter per (head, Q block, split), as on
 // the GPU), and the convert sums the two splits in order, so every element of dQ is the same sum
-// on every run; its workers walk their Q blocks downwards, as the kernel's do (bwd_kernel.cuh
+// on every run; its workers walk their Q blocks downwards, as the kernel's do (bwd_schedule.cuh
 // says why).
 #include <algorithm>
 #include <atomic>
@@ -33,6 +33,7 @@
 #include "common/cpu/bwd.h"
 #include "common/cpu/fwd.h"
 #include "common/cpu/tiles.h"
+#include "common/fa2_bwd/blocks.h"
 #include "core/dtype.h"
 #include "core/version.h"
 #include "schedule.h"
@@ -192,8 +193,8 @@ int64_t hopper_workspace(const Problem& p, const CpuOptions&) {
 // ... with S = 2 fp32 dQ splits and one turn counter per (head, Q block of the CUDA kernel: 64
 // rows at d = 128, 128 at 64, split), as the CUDA version allocates.
 int64_t deterministic_workspace(const Problem& p, const CpuOptions&) {
-  const int64_t br = plan::bwd_br(static_cast<int>(p.shape.d)),
-                S = plan::deterministic_dq_splits(p.shape.Nk, plan::kBwdBc);
+  const int64_t br = cuda::outer_k_br(static_cast<int>(p.shape.d)),
+                S = plan::deterministic_dq_splits(p.shape.Nk, cuda::kOuterKBc);
   return p.shape.lse_elems() * 4 * 2 + S * p.shape.q_elems() * 4 +
          p.shape.heads() * ((p.shape.Nq + br - 1) / br) * S * 4;
 }

@@ -1,7 +1,9 @@
-// hopper — the FlashAttention forward written the Hopper way (FA3's ideas on sm_90a).
+// hopper — FlashAttention written the Hopper way (FA3's ideas on sm_90a): the host side of the
+// rung, which launches its forward, its backward (hopper and hopper-deterministic) and the
+// forward's ablation. The kernels live in fwd_kernel.cuh and bwd_kernel.cuh.
 //
-// What changes from `tiled`: the same online softmax over the same tiles, but every part of the
-// work is handed to the unit of the chip built for it, and the parts overlap.
+// What the forward changes from `tiled`: the same online softmax over the same tiles, but every
+// part of the work is handed to the unit of the chip built for it, and the parts overlap.
 //   1. Tiles arrive by the bulk tensor copy engine (TMA): one thread asks for a 128 x 128 tile,
 //      the engine computes the addresses, swizzles, zero-fills past the end, and signals an
 //      mbarrier when the bytes have landed. K and V each have a ring of stages.
@@ -9,31 +11,42 @@
 //      runs asynchronously; S = Q K^T reads Q and K straight from shared memory, O += P V takes P
 //      from the registers that hold S.
 //   3. Warp specialisation: a producer warpgroup (one thread of it, in fact) only issues copies
-//      and gives its registers to the two consumer warpgroups (setmaxnreg 24 / 240).
-//   4. Pingpong: the two consumer warpgroups take turns on the tensor cores (named barriers), so
-//      one's softmax runs while the other's products do.
+//      and gives its registers to the consumer warpgroups (setmaxnreg): 24 / 240 with the two
+//      consumer warpgroups of d = 128, 24 / 160 with the three of d = 64.
+//   4. Pingpong: the consumer warpgroups take turns on the tensor cores (named barriers), so
+//      one's softmax runs while another's products do (not at d = 128 under the causal mask,
+//      where the turns cost more than they hide: fwd_params.h).
 //   5. Inside a warpgroup, the softmax of block j runs while S = Q K_{j+1}^T is already issued.
 //   6. O leaves through shared memory by a bulk tensor store; causal blocks with the most keys
-//      start first.
+//      start first; one block per SM walks many tiles (persistent).
 //
 // The picture (d = 128; Br = 128 query rows per block, Bc = 128 keys per tile, 2 stages):
 //
 //   producer warpgroup     consumer warpgroup 0 (rows 0-63)    consumer warpgroup 1 (rows 64-127)
 //   (1 thread, 24 regs)    (240 regs)                          (240 regs)
-//   Q ─TMA─▶ sQ            wait K_j, V_j-1                      softmax(S_j-1) ...
-//   K_j ─TMA─▶ sK[j%2]     ══ S_j = Q K_j^T, O += P V_j-1 ══▶  (its turn waits on named barrier)
-//   V_j ─TMA─▶ sV[j%2]     softmax(S_j) ...                     ══ S_j, P V_j-1 ══▶
+//   Q ─TMA─▶ sQ[n%2]       wait K_j, V_j-1                      softmax(S_j-1) ...
+//   K_j ─TMA─▶ sK[s]       ══ S_j = Q K_j^T, O += P V_j-1 ══▶  (its turn waits on named barrier)
+//   V_j ─TMA─▶ sV[s]       softmax(S_j) ...                     ══ S_j, P V_j-1 ══▶
 //     ▲  full[s] ▼         release K_j, V_j-1 (empty[s]) ──┐    softmax(S_j) ...
 //     └── empty[s] ◀──────────────────────────────────────┘
-//   epilogue: O / l ─▶ sQ rows of the warpgroup ─TMA store─▶ O;  LSE from registers
+//   epilogue: O / l ─▶ sO rows of the warpgroup ─TMA store─▶ O;  LSE from registers
+//   sQ[n%2]: the block's n-th tile's Q, so that the next tile's Q lands while this one's products
+//   run; sK[s], sV[s]: s = g mod 2, g counting the block's K/V blocks over all its tiles.
 //
 // Each idea can be switched off at compile time (FwdIdeas in fwd_params.h); `flashlab lab hopper`
 // times the rung against each variant on the GPU in front of you.
 //
+// The backward is atomic-dq's outer-K pass with the same machinery: a producer warp loads, a
+// second one adds the dQ partials into the fp32 accumulator by bulk reduce-adds (in a fixed order
+// for hopper-deterministic), two consumer warpgroups at 240 registers compute (bwd_kernel.cuh
+// draws the roles, README.md the pipeline). The preprocess (D, LSE2) and the convert pass are the
+// FA2 backward's (common/fa2_bwd).
+//
 // Limits: sm_90a only (an H100/H200: wgmma and setmaxnreg exist nowhere else; the build needs
 // -gencode=arch=compute_90a,code=sm_90a); fp16 and bf16 storage, fp32 accumulation; head dims
-// 64 and 128; B*H <= 65535; positive scale. Any Nq, Nk: the copy engine clips tiles at a head's
-// last row, so ragged tails are masked, not assumed away.
+// 64 and 128; B*H <= 65535; positive scale; Nq, Nk <= 2^30 and Nq*d, Nk*d < 2^31 (kRungLimits
+// below). Within those any Nq, Nk: the copy engine clips tiles at a head's last row, so ragged
+// tails are masked, not assumed away.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -42,11 +55,14 @@
 
 #include "ablation.h"
 #include "bwd_params.h"
+#include "common/dispatch.cuh"
+#include "common/shape_check.h"
 #include "common/sm90/tensor_map.h"
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "core/device_api.h"
 #include "fwd_params.h"
+#include "schedule.h"
 #include "util/error.h"
 
 namespace flashlab::cuda {
@@ -66,23 +82,27 @@ std::string hopper_unavailable(int cc_major, int cc_minor) {
   return {};
 }
 
-std::string hopper_check(const Problem& p) {
-  const Shape& s = p.shape;
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
-    return "hopper on CUDA stores fp16 or bf16, not " + to_string(p.dtype);
-  if (s.d != 64 && s.d != 128)
-    return "hopper's CUDA kernel is built for head dims 64 and 128; d = " + std::to_string(s.d) +
-           " is not one of them";
-  if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1) return "B, H, Nq and Nk must be at least 1";
-  if (s.heads() > 65535) return "hopper's CUDA kernel handles at most 65535 heads (B*H)";
-  if (s.Nq > (1 << 30) || s.Nk > (1 << 30)) return "hopper's CUDA kernel needs Nq, Nk < 2^30";
-  if (!(p.softmax_scale() > 0.0)) return "hopper's CUDA kernel needs a positive softmax scale";
+// The forward's limits: 32-bit row indices, and a positive scale (the running maximum is taken
+// over the raw scores, then scaled).
+constexpr ShapeLimits kForwardLimits{
+    .head_dims = {64, 128}, .max_rows = int64_t{1} << 30, .positive_scale = true};
+// The rung's (forward and backward): the backward runs the FA2 passes (preprocess, convert) too,
+// with their 32-bit element offsets inside a head.
+constexpr ShapeLimits kRungLimits = [] {
+  ShapeLimits l = kForwardLimits;
+  l.max_head_elems = kFa2BwdLimits.max_head_elems;
+  return l;
+}();
+
+// The shape, then the GPU in front of us (when there is one).
+std::string hopper_check(const Problem& p, const ShapeLimits& limits) {
+  const std::string why = shape_check(p, "hopper", limits);
+  if (!why.empty()) return why;
   const DeviceInfo& d = device_info();
-  if (d.present) {
-    const std::string why = hopper_unavailable(d.cc_major, d.cc_minor);
-    if (!why.empty()) return why;
-  }
-  return {};
+  return d.present ? hopper_unavailable(d.cc_major, d.cc_minor) : std::string();
+}
+std::string rung_check(const Problem& p) {
+  return hopper_check(p, kRungLimits);
 }
 
 // The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
@@ -99,20 +119,14 @@ size_t hopper_workspace(const Problem& p) {
 // counter per (head, Q block, split) after them. K block j adds into split j mod S, so a chain of
 // turns is ceil(Tc / S) K blocks long instead of Tc; the convert pass sums the splits in order.
 int64_t dq_splits(const Problem& p) {
-  return plan::deterministic_dq_splits(p.shape.Nk, plan::kBwdBc);
+  return plan::deterministic_dq_splits(p.shape.Nk, kOuterKBc);
 }
 int64_t turn_bytes(const Problem& p) {
-  const int br = plan::bwd_br(static_cast<int>(p.shape.d));
+  const int br = outer_k_br(static_cast<int>(p.shape.d));  // the kernel's Br (bwd_params.h)
   return p.shape.heads() * ((p.shape.Nq + br - 1) / br) * dq_splits(p) * 4;
 }
 size_t deterministic_workspace(const Problem& p) {
   return bwd_workspace_bytes(p, dq_splits(p)) + static_cast<size_t>(turn_bytes(p));
-}
-
-// The rung's checks, and the backward's (32-bit row offsets inside a head).
-std::string hopper_bwd_check(const Problem& p) {
-  const std::string why = hopper_check(p);
-  return why.empty() ? bwd_check(p) : why;
 }
 
 using hopper_fwd::FwdParams;
@@ -156,13 +170,8 @@ void forward_for(const DeviceTensors& t) {
 }
 
 void hopper_forward(const DeviceTensors& t) {
-  const Problem& p = t.problem;
-  constexpr unsigned kAll = hopper_fwd::kAllIdeas;
-  if (p.dtype == DType::f16)
-    p.shape.d == 64 ? forward_for<kAll, __half, 64>(t) : forward_for<kAll, __half, 128>(t);
-  else
-    p.shape.d == 64 ? forward_for<kAll, __nv_bfloat16, 64>(t)
-                    : forward_for<kAll, __nv_bfloat16, 128>(t);
+  dispatch_dtype_head_dim(t.problem,
+                          [&]<class T, int kD>() { forward_for<hopper_fwd::kAllIdeas, T, kD>(t); });
 }
 
 // ---- backward ----
@@ -186,7 +195,7 @@ void backward_for(const DeviceTensors& t) {
   if constexpr (kDeterministic) {
     // Each split's first writer of a block stores, so the splits need no zeroing; the convert
     // pass reads split s of a row only when K block s saw it (outer-K's Br and Bc, which are
-    // this kernel's: a static_assert in bwd_params.h).
+    // this kernel's: bwd_params.h).
     bp.b.dq_splits = static_cast<int>(dq_splits(p));
     bp.dq_turn = reinterpret_cast<int*>(bp.b.dQ_accum + bp.b.dq_splits * p.shape.q_elems());
     FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
@@ -203,18 +212,14 @@ void backward_for(const DeviceTensors& t) {
 
 template <bool kDeterministic>
 void backward(const DeviceTensors& t) {
-  const Problem& p = t.problem;
-  if (p.dtype == DType::f16)
-    p.shape.d == 64 ? backward_for<__half, 64, kDeterministic>(t)
-                    : backward_for<__half, 128, kDeterministic>(t);
-  else
-    p.shape.d == 64 ? backward_for<__nv_bfloat16, 64, kDeterministic>(t)
-                    : backward_for<__nv_bfloat16, 128, kDeterministic>(t);
+  dispatch_dtype_head_dim(t.problem,
+                          [&]<class T, int kD>() { backward_for<T, kD, kDeterministic>(t); });
 }
 
-// The ablation's variants run bf16, d = 128 only (the shape the rung is tuned for).
+// The ablation's variants are forwards, and run bf16, d = 128 only (the shape the rung is tuned
+// for).
 std::string ablation_check(const Problem& p) {
-  const std::string why = hopper_check(p);
+  const std::string why = hopper_check(p, kForwardLimits);
   if (!why.empty()) return why;
   if (p.dtype != DType::bf16 || p.shape.d != 128)
     return "the hopper ablation's variants are built for bf16, d = 128 only";
@@ -257,14 +262,14 @@ std::span<const AblationVariant> hopper_ablation() {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = hopper_bwd_check,
+FLASHLAB_CUDA_VERSION({.check = rung_check,
                        .workspace_bytes = hopper_workspace,
                        .forward = hopper_forward,
                        .backward = backward<false>,
                        .unavailable = hopper_unavailable,
                        .ablation = hopper_ablation});
 
-FLASHLAB_CUDA_VARIANT(deterministic, {.check = hopper_bwd_check,
+FLASHLAB_CUDA_VARIANT(deterministic, {.check = rung_check,
                                       .workspace_bytes = deterministic_workspace,
                                       .backward = backward<true>,
                                       .unavailable = hopper_unavailable});

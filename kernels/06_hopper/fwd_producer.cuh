@@ -1,5 +1,7 @@
-// The producer: fills the Q tile once and the K/V rings tile by tile, each copy completing on its
-// stage's `full` barrier, each stage reused only after the consumers released it on `empty`.
+// The producer: for each tile of the block, its Q into one of the two Q buffers (the block's n-th
+// tile with keys into buffer n % 2, so that the next tile's Q lands while this one's last products
+// run) and its K/V blocks into the K and V rings; each copy completes on its buffer's or stage's
+// `full` barrier, and each is reused only after the consumers released it on `empty`.
 //
 // With the bulk tensor copy engine (the rung) one thread does all of it: a 128 x 128 tile is
 // two copy instructions (one per 64-column block). Without it (the ablation's "no TMA") the four

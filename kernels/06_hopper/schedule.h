@@ -63,14 +63,10 @@ FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool causal, int
   return s;
 }
 
-// The backward's blocks (bwd_params.h's BwdTraits): Bc = 128 keys, Br = 64 queries per step at
-// d = 128 and 128 at d = 64; and hopper-deterministic's number of fp32 dQ splits: two, one when
-// there is a single K block (docs/perf.md, hopper backward step 3). The CUDA side allocates by
-// them and the registry entry's workspace formula counts by them.
-constexpr int kBwdBc = 128;
-constexpr int bwd_br(int d) {
-  return d == 64 ? 128 : 64;
-}
+// hopper-deterministic's number of fp32 dQ splits: two, one when there is a single K block
+// (docs/perf.md, hopper backward step 3). The backward's blocks are the outer-K pass's
+// (common/fa2_bwd/blocks.h: Bc = 128 keys, Br = 64 queries per step at d = 128 and 128 at d = 64).
+// The CUDA side allocates by them and the registry entry's workspace formula counts by them.
 constexpr int64_t deterministic_dq_splits(int64_t Nk, int64_t Bc) {
   return (Nk + Bc - 1) / Bc < 2 ? (Nk + Bc - 1) / Bc : 2;
 }

@@ -1,5 +1,7 @@
-// Turns the runtime (dtype, head dim) of a problem into template arguments: f.operator()<T, kD>().
-// The shape was validated by bwd_check first, so every other combination is unreachable.
+// Turns the runtime (dtype, head dim) of a problem into template arguments: f.operator()<T, kD>(),
+// T = __half or __nv_bfloat16, kD = 64 or 128. Any version whose kernels are instantiated for
+// those four pairs uses it, forward or backward. The shape was validated by the version's check
+// first (common/shape_check.h), so every other combination is unreachable.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,7 +12,7 @@
 namespace flashlab::cuda {
 
 template <class F>
-void bwd_dispatch(const Problem& p, F&& f) {
+void dispatch_dtype_head_dim(const Problem& p, F&& f) {
   const bool d64 = p.shape.d == 64;
   if (p.dtype == DType::f16) {
     if (d64)

@@ -1,11 +1,10 @@
-// Host side shared by the three backward versions: the shape check, the params, and the two light
-// kernels (preprocess, convert) instantiated once for every (dtype, head dim).
+// Host side shared by the FA2 backward versions: the params, and the two light kernels
+// (preprocess, convert) instantiated once for every (dtype, head dim).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <string>
 
 #include "common/fa2_bwd/convert.cuh"
 #include "common/fa2_bwd/outer_k.cuh"
@@ -15,20 +14,6 @@
 #include "core/device_api.h"
 
 namespace flashlab::cuda {
-
-std::string bwd_check(const Problem& p) {
-  const Shape& s = p.shape;
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
-    return "the CUDA backward kernels store tensors in fp16 or bf16, not " + to_string(p.dtype);
-  if (s.d != 64 && s.d != 128)
-    return "the CUDA backward kernels support head dims 64 and 128, not " + std::to_string(s.d);
-  if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1) return "B, H, Nq and Nk must all be at least 1";
-  if (s.heads() > 65535) return "B*H must be at most 65535 (one grid row per head)";
-  // Row indices and row * d offsets inside one head are 32-bit in the kernels.
-  if (s.Nq * s.d >= (int64_t{1} << 31) || s.Nk * s.d >= (int64_t{1} << 31))
-    return "Nq*d and Nk*d must stay below 2^31";
-  return {};
-}
 
 BwdParams bwd_make_params(const DeviceTensors& t) {
   const Problem& pr = t.problem;

@@ -17,8 +17,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
+#include "common/fa2_bwd/blocks.h"  // kOuterKBc, outer_k_br: the outer-K pass's blocks
+#include "common/shape_check.h"
 #include "core/device.h"
 #include "core/problem.h"
 
@@ -26,16 +27,6 @@ namespace flashlab::cuda {
 
 // Padding of the query axis in LSE2 and D: a multiple of every Br used by the backward kernels.
 inline constexpr int kRowPad = 128;
-
-// Keys per K block of the outer-K kernel, at every head dim (bwd_outer_k.cuh). Host code that only
-// needs the size (deterministic-dq's split count) reads it here, so that it does not include the
-// kernel and instantiate it a second time.
-inline constexpr int kOuterKBc = 128;
-// ... and its queries per step at head dim d; the convert pass's split mode walks the same blocks
-// (hopper-deterministic's kernel uses these sizes too, so its splits share that convert pass).
-inline constexpr int outer_k_br(int d) {
-  return d == 64 ? 128 : 64;
-}
 
 struct BwdParams {
   const void* Q;
@@ -111,10 +102,13 @@ inline bool bwd_staged_dq() {
   return device_info().cc_major >= 9;
 }
 
-// The shape checks the three backward versions share. Empty when supported.
-std::string bwd_check(const Problem& p);
+// What the kernels here (preprocess, outer-K, outer-Q, convert) support: head dims 64 and 128, and
+// 32-bit row and element offsets inside one head. Every version that runs them checks a problem
+// against these, under its own name (common/shape_check.h).
+inline constexpr ShapeLimits kFa2BwdLimits{.head_dims = {64, 128},
+                                           .max_head_elems = int64_t{1} << 31};
 
-// Fills the params from the runner's device tensors (defined in bwd_host.cu).
+// Fills the params from the runner's device tensors (defined in host.cu).
 struct DeviceTensors;
 BwdParams bwd_make_params(const DeviceTensors& t);
 

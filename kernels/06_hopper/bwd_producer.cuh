@@ -1,0 +1,44 @@
+// The producer of the backward: thread 0 of the producer warpgroup issues every load of the block.
+//
+//   K_j, V_j     ─TMA─▶ sK, sV          once, on kv_full
+//   Q_i, dO_i    ─TMA─▶ stage s         s = n mod kStages (the n-th Q block visited), on q_full[s]
+//   LSE2_i, D_i  ─bulk copy─▶ stage s   Br floats each (plain bulk copies), on the same q_full[s]
+//
+// A stage is refilled only after both consumer warpgroups released it on q_empty[s] (the parity
+// flips each lap of the ring). The copy engine zero-fills the rows past a head's end; LSE2 and D
+// are padded to whole blocks (bwd_params.h), so their copies never run past the workspace.
+#pragma once
+
+#include <cstdint>
+
+#include "bwd_schedule.cuh"
+#include "common/sm90/sync.cuh"
+#include "common/sm90/tma.cuh"
+
+namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
+
+template <class T, int D, bool kDeterministic>
+__device__ void produce(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int head) {
+  using Tr = BwdTraits<D>;
+  constexpr int Br = Tr::Br, Bc = Tr::Bc, S = Tr::kStages;
+  const QRange qr = q_range<Br, Bc, kDeterministic>(p.b, j);
+  sm90::mbar_arrive_expect_tx(sm.kv_full, 2 * Bc * D * 2);
+  for (int blk = 0; blk < D / 64; ++blk) {
+    sm90::tma_load_3d(sm.k() + blk * Bc * 64, &p.k_map, 64 * blk, j * Bc, head, sm.kv_full);
+    sm90::tma_load_3d(sm.v() + blk * Bc * 64, &p.v_map, 64 * blk, j * Bc, head, sm.kv_full);
+  }
+  const int64_t rows = static_cast<int64_t>(head) * p.b.Nq_pad;
+  for (int n = 0; n < qr.count(); ++n) {
+    const int i = qr.block(n), s = n % S;
+    sm90::mbar_wait(sm.q_empty + s, ((n / S) & 1) ^ 1);  // both warpgroups are done with it
+    sm90::mbar_arrive_expect_tx(sm.q_full + s, 2 * Br * D * 2 + 2 * Br * 4);
+    for (int blk = 0; blk < D / 64; ++blk) {
+      sm90::tma_load_3d(sm.q(s) + blk * Br * 64, &p.q_map, 64 * blk, i * Br, head, sm.q_full + s);
+      sm90::tma_load_3d(sm.dO(s) + blk * Br * 64, &p.do_map, 64 * blk, i * Br, head, sm.q_full + s);
+    }
+    sm90::bulk_load(sm.lse2(s), p.b.LSE2 + rows + i * Br, Br * 4, sm.q_full + s);
+    sm90::bulk_load(sm.d(s), p.b.D + rows + i * Br, Br * 4, sm.q_full + s);
+  }
+}
+
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd

@@ -1,0 +1,106 @@
+// Which Q blocks a block of the backward walks and in which order, where its tiles live in shared
+// memory, and which named barriers its consumer warpgroups use.
+//
+// Q blocks: block (j, head) owns K block j and visits the Q blocks that see any of its keys, from
+// the first (at the causal diagonal, 0 without the mask) to the last; hopper walks them upwards,
+// hopper-deterministic downwards (QRange says why).
+//
+// Shared memory, in the order it is laid out (every 16-bit tile in 64-column blocks of 128-byte
+// swizzled rows, 1024-aligned):
+//   K, V        [D/64][Bc][64]             once per block; later dK, dV on their way out
+//   Q, dO       [kStages][D/64][Br][64]    a ring of stages, one Q block each
+//   dS^T        [Br/64][Bc][64]            the step's dS^T, read by both warpgroups' dQ products
+//   dQ staging  [2][Br][D] fp32            columns permuted as in the accumulator (sm80/tiles.cuh)
+//   LSE2, D     [kStages][Br] fp32         LSE2_i and D_i of each stage's Q block
+//   barriers    kv_full, q_full[s], q_empty[s], dq_full[2], dq_empty[2]
+// Tiles of 208 KiB at d = 128 and 192 KiB at d = 64; LSE2, D and the barriers add about 1 KiB
+// and 2 KiB.
+#pragma once
+
+#include <cstdint>
+
+#include "bwd_params.h"
+#include "common/sm80/tiles.cuh"
+
+namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
+
+// Named barriers (0 is __syncthreads): the 256 consumer threads meet when dS^T is whole in shared
+// memory, and when both warpgroups' dQ products are done with it; each consumer warpgroup gathers
+// for its epilogue.
+constexpr uint32_t kDsReady = 1;
+constexpr uint32_t kDsFree = 2;
+constexpr uint32_t kEpilogue = 3;  // + w
+
+template <int D>
+struct BwdLayout {
+  using Tr = BwdTraits<D>;
+  static constexpr int Br = Tr::Br, Bc = Tr::Bc, S = Tr::kStages;
+  static constexpr int kKV = Bc * D * 2;  // bytes of one K or V tile
+  static constexpr int kQ = Br * D * 2;   // one Q or dO stage
+  static constexpr int kK = 0;
+  static constexpr int kV = kK + kKV;
+  static constexpr int kQs = kV + kKV;
+  static constexpr int kdOs = kQs + S * kQ;
+  static constexpr int kdS = kdOs + S * kQ;
+  static constexpr int kdQ = kdS + Bc * Br * 2;
+  static constexpr int kLse2 = kdQ + 2 * Br * D * 4;
+  static constexpr int kD = kLse2 + S * Br * 4;
+  static constexpr int kBars = kD + S * Br * 4;
+  static constexpr int kBytes = kBars + (1 + 2 * S + 4) * 8;
+  static constexpr int kLaunchBytes = kBytes + 1024;  // room to align the base to 1024 bytes
+  static_assert(kKV % 1024 == 0 && kQ % 1024 == 0 && (Bc * Br * 2) % 1024 == 0, "1024-byte tiles");
+  static_assert(kLaunchBytes <= 227 * 1024, "more shared memory than a block can have");
+};
+
+template <class T, int D>
+struct BwdSmem {
+  using L = BwdLayout<D>;
+  unsigned char* base;
+  uint64_t* kv_full;
+  uint64_t* q_full;    // [kStages]
+  uint64_t* q_empty;   // [kStages]
+  uint64_t* dq_full;   // [2]
+  uint64_t* dq_empty;  // [2]
+
+  __device__ explicit BwdSmem(unsigned char* raw) {
+    const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
+    base = raw + ((1024 - (a & 1023)) & 1023);
+    kv_full = reinterpret_cast<uint64_t*>(base + L::kBars);
+    q_full = kv_full + 1;
+    q_empty = q_full + L::S;
+    dq_full = q_empty + L::S;
+    dq_empty = dq_full + 2;
+  }
+  __device__ T* k() const { return reinterpret_cast<T*>(base + L::kK); }
+  __device__ T* v() const { return reinterpret_cast<T*>(base + L::kV); }
+  __device__ T* q(int s) const { return reinterpret_cast<T*>(base + L::kQs + s * L::kQ); }
+  __device__ T* dO(int s) const { return reinterpret_cast<T*>(base + L::kdOs + s * L::kQ); }
+  __device__ T* dS() const { return reinterpret_cast<T*>(base + L::kdS); }
+  __device__ float* dq(int b) const {
+    return reinterpret_cast<float*>(base + L::kdQ) + b * L::Br * D;
+  }
+  __device__ float* lse2(int s) const {
+    return reinterpret_cast<float*>(base + L::kLse2) + s * L::Br;
+  }
+  __device__ float* d(int s) const { return reinterpret_cast<float*>(base + L::kD) + s * L::Br; }
+};
+
+// The Q blocks K block j visits: from the first that sees any of its keys to the last; hopper
+// walks them upwards, hopper-deterministic downwards. Its K blocks take turns on each Q block in
+// the order of j (within each dQ split: bwd_dq_writer.cuh), and walking down, every K block of a
+// head reaches Q block i at the same step (the last block first, for all of them), so each turn
+// comes right after the one before. Walking up, K block j would reach Q block i about j Bc / Br
+// steps before K block 0 does (it starts at its diagonal) and wait for it there: under the causal
+// mask that made the deterministic backward twice as slow (H200, bf16, N = 4096).
+struct QRange {
+  int begin, end;
+  bool down;
+  __device__ int count() const { return end - begin; }
+  __device__ int block(int n) const { return down ? end - 1 - n : begin + n; }
+};
+template <int Br, int Bc, bool kDown>
+__device__ QRange q_range(const ::flashlab::cuda::BwdParams& b, int j) {
+  return {bwd::first_q_block(j, Bc, Br, b.offset, b.causal), (b.Nq + Br - 1) / Br, kDown};
+}
+
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd
