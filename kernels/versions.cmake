@@ -5,8 +5,8 @@
 #   kernels/exercises/NAME/   the chapter's starters, after the ladder
 #
 # Each folder holds one or more .cpp (the CPU twin and the registry entry, FLASHLAB_VERSION), any
-# number of .cu (the CUDA side, FLASHLAB_CUDA_VERSION, and its instantiation files), headers, a
-# README.md, and optionally version.cmake, a fragment included here that may set:
+# number of .cu (the CUDA side, FLASHLAB_CUDA_VERSION), headers, a README.md, and optionally
+# version.cmake, a fragment included here that may set:
 #
 #   VERSION_CUDA_ARCHS   the only architectures to compile this folder's .cu for, e.g. "90a"; each
 #                        one is kept when FLASHLAB_CUDA_GENCODE has its compute_XX, and the folder
@@ -29,7 +29,8 @@
 # The same step hashes each folder's sources (SHA-256) into the binary, for the reports.
 #
 # Each folder is compiled with FLASHLAB_FOLDER=v_<folder> (src/core/version.h): its entry and its
-# cross-file names live under that name, so `flashlab new NAME --from ID` copies a folder verbatim.
+# cross-file names live under that name, so `flashlab new NAME --from ID` copies a folder's files
+# (its subfolders' too) verbatim.
 # Its include root is the kernels view (src/layers.cmake): the core and kernels/common; its own
 # files it includes by their bare names.
 

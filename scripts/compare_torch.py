@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""flashlab beside PyTorch's SDPA on the same GPU, in the same call.
+"""flashlab beside PyTorch's SDPA on the same GPU, in the same run.
 
 Runs `flashlab bench --backend cuda --json ...` over a sweep, then times PyTorch's
 scaled_dot_product_attention with the FlashAttention-2 backend (SDPBackend.FLASH_ATTENTION) and the
@@ -20,7 +20,7 @@ How PyTorch is timed (the same method as flashlab's runner):
 FLOPs by the FA2 convention: forward 4*B*H*N*N*d (halved when causal), backward 2.5x forward.
 Causal masks agree because Nq = Nk in the sweep (PyTorch aligns top-left, flashlab bottom-right).
 
-Usage (on the device, from the repository root):
+Usage (on a machine with the GPU, from the repository root):
   python3 scripts/compare_torch.py --flashlab build/cuda/flashlab --out docs/results/compare.json
   python3 scripts/compare_torch.py -N 1024,4096 -d 128 --dtype bf16 --causal yes   # a smaller sweep
 
@@ -38,24 +38,7 @@ import subprocess
 import sys
 import tempfile
 
-def csv_ints(s):
-    return [int(x) for x in s.split(",") if x]
-
-
-def csv_strs(s):
-    return [x for x in s.split(",") if x]
-
-
-def causal_list(s):
-    """--causal as flashlab reads it: yes, no, or a list of them (no,yes); both is no,yes."""
-    masks = []
-    for item in s.split(","):
-        if item not in ("yes", "no", "both"):
-            raise argparse.ArgumentTypeError(f"unknown --causal '{item}' (known: yes, no, or a list such as no,yes)")
-        for m in ([False, True] if item == "both" else [item == "yes"]):
-            if m not in masks:
-                masks.append(m)
-    return masks
+from sweep_args import causal_list, csv_ints, csv_strs  # noqa: E402 (beside this script)
 
 
 def fa2_flops(B, H, N, d, causal, pass_):

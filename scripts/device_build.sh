@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds what a device call needs, on a machine with nvcc and no GPU, and saves the ptxas resource
-# report. The binaries land in build/device-bin (small enough to carry to the device machine).
+# Builds what the GPU runs need, on a machine with nvcc and no GPU, and saves the ptxas resource
+# report. The binaries land in build/device-bin (small enough to copy to a machine with the GPU).
 #
 #   scripts/device_build.sh [build-dir]          default build/cuda
 #   FLASHLAB_CUDA_GENCODE=... JOBS=4 scripts/device_build.sh

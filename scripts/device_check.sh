@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Everything the GPU is needed for, in one call: the GPU tests, compute-sanitizer (memcheck and
-# racecheck) on small ragged shapes for every kernel, the SASS (HMMA count and resource usage per
-# kernel) and the benchmark beside PyTorch. Logs and JSON go under $OUT; a summary table is
-# printed last.
+# Everything the GPU is needed for, in one run: the GPU tests, compute-sanitizer (memcheck,
+# racecheck and synccheck) on small ragged shapes for every kernel, the SASS (HMMA and HGMMA counts
+# and resource usage per kernel) and the benchmark beside PyTorch. Logs and JSON go under $OUT; a
+# summary table is printed last.
 #
 # Build first, where nvcc is (no GPU needed):  scripts/device_build.sh   (-> build/device-bin)
-# Then, on the GPU machine, from the repository root:
+# Then, on a machine with the GPU, from the repository root:
 #   scripts/device_check.sh                                   # all stages
 #   STAGES="tests sass" scripts/device_check.sh               # some of them
 #   BENCH_ARGS="-N 1024,4096 -d 128 --dtype bf16" scripts/device_check.sh
@@ -93,7 +93,7 @@ if has sass; then
   done <"$LOGS/sass.log"
 fi
 
-if has quickbench; then  # one shape first, so that some numbers come back even if the sweep is cut
+if has quickbench; then  # one shape first, so that some numbers are kept even if the sweep is cut
   run_stage quickbench "${QUICK_TIMEOUT:-120}" python3 scripts/compare_torch.py --flashlab "$BIN/flashlab" \
     --out "$OUT/compare_quick.json" -N 4096 -d 128 --dtype bf16
   note quickbench "rc=$STAGE_RC ${STAGE_S}s (bf16 d=128 N=4096; logs/quickbench.log)"
@@ -142,7 +142,7 @@ if has ablation; then
   while read -r l; do SUMMARY+=("           $l"); done <"$LOGS/ablation_summary.txt"
 fi
 
-# Keep what comes back to a few files: one archive of the logs, the JSON, the summary.
+# Keep what the run leaves in $OUT to a few files: one archive of the logs, the JSON, the summary.
 {
   echo "flashlab device check ($(date -u +%FT%TZ))"
   printf '%s\n' "${SUMMARY[@]}"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The io lab's GPU half in one device call: the lab with hardware counters (JSON, markdown and the
-# roofline SVG), the same lab with the counters switched off (the path of a user without
-# permission), the counter and ceiling GPU tests, the SASS of the micro-benchmarks, and an Nsight
-# Compute cross-check of one kernel's DRAM bytes against the lab's own. Files go to $OUT (at most
-# five), a summary is printed last. Every stage has a time limit, and a stage that would run past
-# the whole budget (BUDGET seconds, default 450) is skipped and says so.
+# The io lab's GPU half in one run: the lab with hardware counters (JSON, markdown and the roofline
+# SVG), the same lab with the counters switched off (the path of a user without permission), the
+# counter and ceiling GPU tests, the SASS of the micro-benchmarks, and an Nsight Compute cross-check
+# of one kernel's DRAM bytes against the lab's own. Files go to $OUT (at most five), a summary is
+# printed last. Every stage has a time limit, and a stage that would run past the whole budget
+# (BUDGET seconds, default 450) is skipped and says so.
 #
 # Build first, where nvcc is (no GPU needed):  scripts/device_build.sh   (-> build/device-bin)
-# Then, on the GPU machine, from the repository root:
+# Then, on a machine with the GPU, from the repository root:
 #   scripts/device_io.sh
 #   STAGES="info io plot" scripts/device_io.sh          # some of them
 set -uo pipefail
@@ -112,7 +112,7 @@ if has sass; then
   note sass "rc=$STAGE_RC $(tr '\n' ';' <"$LOGS/sass.log" | sed 's/flashlab::cuda:://g' | cut -c1-160)"
 fi
 
-# What comes back: the report, its markdown, the figure, the logs, the summary.
+# What the run leaves in $OUT: the report, its markdown, the figure, the logs, the summary.
 {
   echo "flashlab io device run ($(date -u +%FT%TZ), ${SECONDS}s)"
   printf '%s\n' "${SUMMARY[@]}"

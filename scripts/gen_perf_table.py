@@ -15,7 +15,8 @@ Usage: python3 scripts/gen_perf_table.py docs/results/compare_torch_*.json [--re
 Several JSON files (say one per dtype, measured at the same commit) are merged into one table.
 With --section hopper and --versus cudnn the table goes between <!-- hopper-table:begin --> and
 <!-- hopper-table:end --> instead, its ratio columns are against cuDNN, and the goals below it are
-the Hopper rung's (its forward against cuDNN's).
+the Hopper rung's (its forward against cuDNN's); --section hopper-bwd does the same for the rung's
+backward, between <!-- hopper-bwd-table:begin --> and <!-- hopper-bwd-table:end -->.
 Below the table it checks the speed goals over N = 1024 ... 16384 (geometric mean and lowest
 ratio to FA2 for the forward and atomic-dq's backward; deterministic-dq and recompute time over
 atomic-dq's at every point).
@@ -172,7 +173,7 @@ def main():
     ap.add_argument("json", nargs="+")
     ap.add_argument("--readme", default="README.md")
     ap.add_argument("--stdout", action="store_true")
-    ap.add_argument("--section", default="perf", help="perf (the ladder) or hopper")
+    ap.add_argument("--section", default="perf", help="perf (the ladder), hopper (its forward) or hopper-bwd (its backward)")
     ap.add_argument("--versus", default="flash", choices=["flash", "cudnn"])
     a = ap.parse_args()
     docs = []

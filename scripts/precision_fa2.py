@@ -27,7 +27,7 @@ on this GPU (never a list written here). bf16 inputs are dumped as <f4 holding e
 Writes one JSON document (flashlab commit, GPU, torch version, every problem and figure) and a
 short markdown table (per version and output: the worst and the geometric-mean ratio to FA2).
 
-Usage (on the device, from the repository root):
+Usage (on a machine with the GPU, from the repository root):
   python3 scripts/precision_fa2.py --flashlab build/device-bin/flashlab \\
       --out docs/results/precision_fa2.json --md docs/results/precision_fa2.md
   python3 scripts/precision_fa2.py --versions atomic-dq --dtype bf16 -d 128 --causal yes   # a subset
@@ -55,7 +55,7 @@ GRADS = ("dQ", "dK", "dV")
 DEFAULT_SHAPES = [(1024, 1024, 2, 2), (2048, 2048, 1, 2), (640, 1531, 1, 3), (1499, 576, 2, 1)]
 
 
-# ---- .npy without NumPy (the device's PyTorch need not have it) ----
+# ---- .npy without NumPy (the PyTorch beside the GPU need not have it) ----
 
 NPY_TYPES = {"<f2": ("e", 2), "<f4": ("f", 4), "<f8": ("d", 8)}
 
@@ -146,24 +146,7 @@ def geomean(xs):
 
 # ---- the problems and flashlab ----
 
-def csv_ints(s):
-    return [int(x) for x in s.split(",") if x]
-
-
-def csv_strs(s):
-    return [x for x in s.split(",") if x]
-
-
-def causal_list(s):
-    """--causal as flashlab reads it: yes, no, or a list of them (no,yes); both is no,yes."""
-    masks = []
-    for item in s.split(","):
-        if item not in ("yes", "no", "both"):
-            raise argparse.ArgumentTypeError(f"unknown --causal '{item}' (known: yes, no, or a list such as no,yes)")
-        for m in ([False, True] if item == "both" else [item == "yes"]):
-            if m not in masks:
-                masks.append(m)
-    return masks
+from sweep_args import causal_list, csv_ints, csv_strs  # noqa: E402 (beside this script)
 
 
 def shape_list(s):
@@ -407,7 +390,7 @@ def self_test(args):
            mask_plan(8, 16, False)] == ["is_causal", "lower_right", "lower_right", "none"],
           "causal masks: is_causal only where Nq == Nk")
 
-    try:  # the device's path: the same numbers through torch (CPU tensors will do)
+    try:  # the GPU run's path: the same numbers through torch (CPU tensors will do)
         import torch
         tx, tref = torch.tensor([r * 1.001 for r in ref]), torch.tensor(ref, dtype=torch.float64)
         check(math.isclose(rel_error(tx, tref), rel_error(tx.tolist(), ref), rel_tol=1e-12),

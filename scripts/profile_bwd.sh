@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Nsight Compute profile of one backward kernel launch: flashlab's outer-K kernel and PyTorch's
 # FlashAttention-2 backward kernel on the same shape, so their throughputs, stalls and shared-memory
-# traffic can be read side by side. Run on the GPU machine, from the repository root:
+# traffic can be read side by side. Run on a machine with the GPU, from the repository root:
 #
 #   scripts/profile_bwd.sh [dtype d N causal]        # defaults: bf16 128 4096 no
 #

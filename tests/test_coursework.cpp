@@ -91,6 +91,13 @@ std::string copy_tree(const std::string& root) {
          quoted(root) + " && cd " + quoted(root);
 }
 
+// The same, under git of its own with everything committed (so `git status` shows what a step adds).
+std::string committed_copy_tree(const std::string& root) {
+  return copy_tree(root) +
+         " && git init -q && git add -A && git -c user.name=course -c user.email=course@localhost "
+         "commit -qm tree";
+}
+
 TEST(Coursework, ChineseGuideHasTheSameCommands) {
   const std::string dir = std::string(FLASHLAB_SOURCE_DIR) + "/docs/";
   const std::vector<Step> en = steps_of(dir + "COURSEWORK.md"),
@@ -105,10 +112,7 @@ TEST(Coursework, TheGuideRunsInAFreshCopyOfTheTree) {
   ScratchDir tmp;
   const std::string root = tmp / "flashlab";
   std::string out;
-  const std::string copy = copy_tree(root) +
-                           " && git init -q && git add -A && git -c user.name=course "
-                           "-c user.email=course@localhost commit -qm tree";
-  ASSERT_EQ(run_in(tmp.path().string(), copy, out), 0) << out;
+  ASSERT_EQ(run_in(tmp.path().string(), committed_copy_tree(root), out), 0) << out;
 
   std::string last_command, last_output;
   for (const Step& s : steps_of(std::string(FLASHLAB_SOURCE_DIR) + "/docs/COURSEWORK.md")) {
@@ -135,10 +139,7 @@ TEST(Coursework, ANewLabIsOneFolder) {
   ScratchDir tmp;
   const std::string root = tmp / "flashlab";
   std::string out;
-  const std::string copy = copy_tree(root) +
-                           " && git init -q && git add -A && git -c user.name=course "
-                           "-c user.email=course@localhost commit -qm tree";
-  ASSERT_EQ(run_in(tmp.path().string(), copy, out), 0) << out;
+  ASSERT_EQ(run_in(tmp.path().string(), committed_copy_tree(root), out), 0) << out;
   const std::string folder = root + "/labs/99_probe";
   fs::create_directories(folder);
   std::ofstream(folder + "/probe.cpp") << R"(// A lab that counts the tiled forward's FLOPs on one small head.

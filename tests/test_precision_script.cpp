@@ -1,4 +1,4 @@
-// scripts/precision_fa2.py runs on the GPU machine beside PyTorch; what it can do without either is
+// scripts/precision_fa2.py runs on a GPU beside PyTorch; what it can do without either is
 // checked here through its --self-test: the .npy reader, the error and ratio math, the summary and
 // markdown, and a real CPU dump of this build read back, whose errors must equal the ones the
 // runner reports.

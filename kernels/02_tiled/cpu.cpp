@@ -29,14 +29,7 @@ void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out
   const Blocks qb{s.Nq, o.Br}, kb{s.Nk, o.Bc};
   const bool dry = o.dry_run;
   const T scale = static_cast<T>(p.softmax_scale());
-  out.P.clear();
-  if (dry) {
-    out.O.clear();
-    out.LSE.clear();
-  } else {
-    out.O.resize(static_cast<size_t>(s.q_elems()));
-    out.LSE.resize(static_cast<size_t>(s.lse_elems()));
-  }
+  prepare_forward(p, dry, out);
   Counters total;
 
 #pragma omp parallel num_threads(thread_count(o, p)) reduction(+ : total)

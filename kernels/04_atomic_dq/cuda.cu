@@ -10,7 +10,7 @@
 //   outer-K      grid (ceil(Nk/Bc), B*H), Bc = 128 keys, 8 warps, Br = 64 (d = 128) or 128
 //                (d = 64) queries per step
 //                dK, dV stored once per CTA; dQ_accum += dS K_j, one bulk reduce-add per step
-//                on sm_90 (red.global.add elsewhere)                      (bwd_outer_k.cuh)
+//                on sm_90 (red.global.add elsewhere)                      (common/fa2_bwd/outer_k.cuh)
 //   convert      dQ = scale * dQ_accum                         (common/fa2_bwd/convert.cuh)
 //
 //        K block j=0     j=1     j=2 ...           dQ_accum (fp32, B*H*Nq*d)

@@ -6,7 +6,8 @@
 //
 // A stage is refilled only after both consumer warpgroups released it on q_empty[s] (the parity
 // flips each lap of the ring). The copy engine zero-fills the rows past a head's end; LSE2 and D
-// are padded to whole blocks (bwd_params.h), so their copies never run past the workspace.
+// are padded to whole blocks (common/fa2_bwd/params.h), so their copies never run past the
+// workspace.
 #pragma once
 
 #include <cstdint>

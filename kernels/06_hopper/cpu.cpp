@@ -5,7 +5,8 @@
 // with no mask at all. Under the causal mask the Q blocks end at the last row, so the ragged block
 // is each head's first (schedule.h); the twin computes its real rows only.
 //
-//   for each (head, Q block i):                    one CTA: 2 consumer warpgroups of 64 rows
+//   for each (head, Q block i):                    one CTA: Br/64 consumer warpgroups of 64 rows
+//                                                  (2 at d = 128, 3 at d = 64)
 //     for it in 0 .. n_kv - 1:   j = n_kv - 1 - it  K_j, V_j arrive by the copy engine
 //       S = scale Q_i K_j^T       masked only while it < n_masked
 //       online softmax step (m, l, O_i)
@@ -52,14 +53,7 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
   const Blocks qb{s.Nq, o.Br}, kb{s.Nk, o.Bc};
   const bool dry = o.dry_run;
   const T scale = static_cast<T>(p.softmax_scale());
-  out.P.clear();
-  if (dry) {
-    out.O.clear();
-    out.LSE.clear();
-  } else {
-    out.O.resize(static_cast<size_t>(s.q_elems()));
-    out.LSE.resize(static_cast<size_t>(s.lse_elems()));
-  }
+  prepare_forward(p, dry, out);
   Counters total;
 
 #pragma omp parallel num_threads(thread_count(o, p)) reduction(+ : total)

@@ -122,7 +122,7 @@ int64_t dq_splits(const Problem& p) {
   return plan::deterministic_dq_splits(p.shape.Nk, kOuterKBc);
 }
 int64_t turn_bytes(const Problem& p) {
-  const int br = outer_k_br(static_cast<int>(p.shape.d));  // the kernel's Br (bwd_params.h)
+  const int br = outer_k_br(static_cast<int>(p.shape.d));  // the kernel's Br (fa2_bwd/blocks.h)
   return p.shape.heads() * ((p.shape.Nq + br - 1) / br) * dq_splits(p) * 4;
 }
 size_t deterministic_workspace(const Problem& p) {

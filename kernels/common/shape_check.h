@@ -1,10 +1,12 @@
-// The shape check of the CUDA versions: one function, told the version's name and the limits of its
-// kernels, so that every version rejects a problem in the same words and states only what is its
-// own. Run before anything is allocated; empty when the problem is supported, else one sentence
-// saying why not (`flashlab run --backend cuda` turns it into an error with exit status 2).
+// The shape check of the tensor-core versions (tiled, recompute, atomic-dq, deterministic-dq,
+// hopper): one function, told the version's name and the limits of its kernels, so that each
+// rejects a problem in the same words and states only what is its own. Run before anything is
+// allocated; empty when the problem is supported, else one sentence saying why not (`flashlab run
+// --backend cuda` turns it into an error with exit status 2).
 //
-// Every CUDA version stores fp16 or bf16 and needs B, H, Nq, Nk >= 1 and B*H <= 65535; what
-// differs from one to another is a ShapeLimits.
+// Each of them stores fp16 or bf16 and needs B, H, Nq, Nk >= 1 and B*H <= 65535; what differs from
+// one to another is a ShapeLimits. naive and the starters check what their plain kernels need
+// themselves.
 #pragma once
 
 #include <array>

@@ -1,7 +1,8 @@
 // template, CUDA: the launcher of the version's kernels. Open with what the kernel changes, its
-// tile/warp picture and its limits (see kernels/04_atomic_dq/cuda.cu). One instantiation per
-// (dtype, head dim) in its own .cu file lets the build compile them in parallel; name the folder's
-// own device code under flashlab::cuda::FLASHLAB_FOLDER so a copy of the folder never clashes.
+// tile/warp picture and its limits (see kernels/04_atomic_dq/cuda.cu). Ask for one explicit
+// instantiation per (dtype, head dim) in version.cmake (flashlab_instances, see README.md): the
+// build writes each into an object of its own, so they compile in parallel. Name the folder's own
+// device code under flashlab::cuda::FLASHLAB_FOLDER so a copy of the folder never clashes.
 #include <cuda_runtime.h>
 
 #include <string>

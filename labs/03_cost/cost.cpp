@@ -23,8 +23,8 @@ struct Ceilings {
   double flops, bandwidth;  // FLOP/s, bytes/s
 };
 constexpr Ceilings kH100{989e12, 3.35e12};  // the lecture's figures
-// The lent H200, from the project's device notes (bf16 matmul, device-to-device copy). Used only
-// when a GPU is present, and labelled as not measured by this run.
+// An H200's measured figures (bf16 matmul 743 TFLOP/s, device-to-device copy 4.23 TB/s;
+// docs/perf.md). Used only when a GPU is present, and labelled as not measured by this run.
 constexpr Ceilings kH200Notes{743e12, 4.23e12};
 
 struct Row {

@@ -52,9 +52,6 @@ void compare(Spread& s, const Gradients& first, const Gradients& g) {
   s.dkdv_same = s.dkdv_same && same_bits(first.dK, g.dK) && same_bits(first.dV, g.dV);
 }
 
-// What the deterministic version of a pair costs beside the one whose dQ races: "det: dQ bitwise
-// identical over 20 runs, and dK, dV identical too. The price: ...". `how` says where its extra
-// workspace goes; `mem_digits` the digits of the workspace ratio.
 // The figures of one pair, a version whose dQ adds race (`racing`) and its deterministic twin
 // (`fixed`): how many runs differed, the racing one's largest difference, and the twin's price
 // (time and workspace, as ratios to the racing one's, named `ratios` + "time_ratio" and
@@ -72,6 +69,9 @@ std::pair<double, double> pair_figures(Report& r, const Spread& racing, const Sp
   return {time, mem};
 }
 
+// What the deterministic version of a pair costs beside the one whose dQ races: "det: dQ bitwise
+// identical over 20 runs, and dK, dV identical too. The price: ...". `how_en`/`how_zh` say where its extra
+// workspace goes; `mem_digits` the digits of the workspace ratio.
 std::string price_note(const LabOptions& o, const Spread& det, const Spread& base, double mem_ratio,
                        int mem_digits, double time_ratio, const char* how_en, const char* how_zh) {
   if (zh(o))

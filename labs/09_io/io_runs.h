@@ -1,5 +1,6 @@
 // The io lab's runs: every pass of every version at every shape, with the lecture's count and,
-// on a GPU, the hardware counters of each kernel (io.cpp turns them into tables and observations).
+// on a GPU, the hardware counters of each kernel (io_tables.cpp and io_observations.cpp turn them
+// into tables and observations; io.cpp puts the report together).
 // FLASHLAB_IO_LOG=1 prints a line per measured run on stderr (for logs of long device runs).
 #pragma once
 

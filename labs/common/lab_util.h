@@ -32,7 +32,8 @@ Column col(const char* key, const std::string& header, const char* unit = "",
 // True when the lab should run its live measurements on the GPU: backend "cuda" (throws with a
 // clear message when no device is present) or "auto" with a device present.
 bool use_gpu(const LabOptions& o);
-// One line saying what ran: "GPU (NVIDIA H200)" or "CPU twins (no GPU: <why>)".
+// One line saying what ran: "GPU (NVIDIA H200)", "CPU twins (no GPU)" or "CPU twins (--backend
+// cpu)".
 std::string backend_note(const LabOptions& o, bool gpu);
 
 // A problem of one head shape, for the dry-run counters.

@@ -1,5 +1,5 @@
 // flashlab verify REPORT.json [--rerun]: checks a hand-in report against the tree it is run in
-// (src/verify/verify.h).
+// (src/course/verify.h).
 #include "course/verify.h"
 
 #include "cli/common.h"

@@ -137,10 +137,16 @@ NewVersionResult new_version(const NewVersionOptions& o) {
   fs::remove_all(tmp, ec);
   try {
     fs::create_directory(tmp);
-    for (const auto& e : fs::directory_iterator(root / r.source)) {
-      if (!e.is_regular_file()) continue;
-      fs::copy_file(e.path(), tmp / e.path().filename());
-      r.files.push_back(e.path().filename().string());
+    // Every file of the folder, subfolders too (the build hashes them all).
+    const fs::path src = root / r.source;
+    for (auto it = fs::recursive_directory_iterator(src); it != fs::end(it); ++it) {
+      const fs::path rel = it->path().lexically_relative(src);
+      if (it->is_directory()) {
+        fs::create_directories(tmp / rel);
+      } else if (it->is_regular_file()) {
+        fs::copy_file(it->path(), tmp / rel);
+        r.files.push_back(rel.generic_string());
+      }
     }
     rename_id(tmp, old_id, o.name, o.from);
     retitle(tmp, folder_name, o.name, o.from);

@@ -80,9 +80,9 @@ PassCounters measure_pass(const std::function<void()>& prepare, const std::funct
                           const L2Flush& l2);
 
 // The host half of the setup, which needs no GPU: load libcupti, keep the metrics `chip` knows
-// ("GH100" for the H100 and H200), and count the passes a measurement takes. Throws with the
-// reason (no libcupti, a CUPTI without the range profiler, a chip it does not know). The GPU tests
-// run it where there is no GPU, so a metric name the chip lacks shows up before a device call.
+// ("GH100" for the H100 and H200), and count the passes a measurement takes. Throws with the reason
+// (no libcupti, a CUPTI without the range profiler, a chip it does not know). The GPU tests run it
+// where there is no GPU, so a metric name the chip lacks shows up before the code meets a GPU.
 struct CounterPlan {
   std::string library;
   std::vector<std::string> metrics, missing;

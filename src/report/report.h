@@ -13,15 +13,15 @@ namespace flashlab {
 using json = nlohmann::json;
 
 struct Column {
-  std::string key;     // machine name in JSON: "max_abs_dO"
-  std::string header;  // what a person reads: "max |dQ - ref|"
+  std::string key;     // machine name in JSON: "max_abs"
+  std::string header;  // what a person reads: "max |x - ref|"
   std::string unit;    // "", "s", "ms", "B", "FLOP", "FLOP/s", "elements", "ratio" ...
   // printf-like hint for the terminal ("{:.3f}", "{:.2e}", "bytes" for 1.0 MiB style, "" = auto).
   std::string format;
 };
 
 struct Table {
-  std::string id;     // stable key: "errors", "timing", "demo2"
+  std::string id;     // stable key: "errors", "timing", "kept"
   std::string title;  // heading printed above it
   std::vector<Column> columns;
   std::vector<std::vector<json>> rows;  // each row has columns.size() cells: number, string, bool

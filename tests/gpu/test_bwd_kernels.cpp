@@ -6,7 +6,8 @@
 // Matrix: fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097}, plus Nq != Nk
 // shapes (with Nq > Nk under the causal mask the first Nq - Nk rows see no key: LSE = -inf, and
 // their dQ must be exactly 0, never NaN). Also: shapes the versions must reject, and 50-run bitwise
-// reproducibility of deterministic-dq on ragged and long shapes (CTAs that walk several K blocks).
+// reproducibility on ragged and long shapes (CTAs that walk several K blocks) of the deterministic
+// versions (deterministic-dq, hopper-deterministic), and of dK, dV for the others.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -14,6 +14,18 @@
 
 namespace flashlab::cpu {
 
+// O and LSE sized for the problem (empty for a dry run, which writes nothing); no P.
+inline void prepare_forward(const Problem& p, bool dry, Forward& out) {
+  out.P.clear();
+  if (dry) {
+    out.O.clear();
+    out.LSE.clear();
+    return;
+  }
+  out.O.resize(static_cast<size_t>(p.shape.q_elems()));
+  out.LSE.resize(static_cast<size_t>(p.shape.lse_elems()));
+}
+
 template <class T>
 struct FwdTile {  // what one worker keeps on chip
   std::vector<T> Q, Kt, V, S, O, m, l;

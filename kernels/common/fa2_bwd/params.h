@@ -112,8 +112,10 @@ inline constexpr ShapeLimits kFa2BwdLimits{.head_dims = {64, 128},
 struct DeviceTensors;
 BwdParams bwd_make_params(const DeviceTensors& t);
 
-// Launchers, one explicit instantiation per (dtype, head dim[, mode]) in the versions' folders.
-// T is __half or __nv_bfloat16; each launches on `stream` and checks the launch.
+// Launchers. Preprocess and convert are instantiated once, in host.cu; the outer-K pass (per mode)
+// and the outer-Q pass per (dtype, head dim) are written by the build from each version's
+// version.cmake (flashlab_instances). T is __half or __nv_bfloat16; each launches on `stream` and
+// checks the launch.
 template <class T, int kD>
 void launch_bwd_preprocess(const BwdParams& p, void* stream);
 template <class T, int kD, DqMode kMode>

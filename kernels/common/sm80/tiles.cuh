@@ -1,5 +1,5 @@
 // Tile-level pieces the backward kernels share: cp.async loads of a [rows x d] tile into swizzled
-// shared memory (zero-filled past the end of the tensor), ldmatrix address helpers for the three
+// shared memory (zero-filled past the end of the tensor), ldmatrix address helpers for the four
 // fragment shapes the backward needs, and the register-level C -> A fragment conversion.
 //
 // Naming: a tile is stored row-major, `kCols` 16-bit elements per row, swizzled in 16-byte chunks
@@ -156,7 +156,7 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4],
 // element (row, col) lives at column col ^ (8 * (row & 3)). The outer-K kernel's dQ fragment puts
 // the 8 rows g = 0..7 of a warp at the same columns, and rows of 64 or 128 floats fall on the same
 // banks; with the permutation, rows g and g + 1, + 2, + 3 use four different 8-float groups, so the
-// warp's float2 stores into the shared-memory copy of a block (sm_90, see bwd_outer_k.cuh) hit all
+// warp's float2 stores into the shared-memory copy of a block (sm_90, see fa2_bwd/outer_k.cuh) hit all
 // 32 banks and take the least two passes. The block is then one contiguous bulk copy to global
 // memory. The convert kernel reads groups of 8 floats, which the permutation keeps together.
 __host__ __device__ __forceinline__ int dq_accum_col(int row, int col) {

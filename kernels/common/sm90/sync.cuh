@@ -23,7 +23,7 @@
 
 #include <cstdint>
 
-#include "common/sm80/mma.cuh"  // smem_addr, fence_proxy_async, the bulk groups
+#include "common/sm80/mma.cuh"  // smem_addr
 
 namespace flashlab::cuda::sm90 {
 

@@ -6,7 +6,7 @@
 // tensor_map.h) and the coordinates of the tile's first element. Loads complete on an mbarrier
 // that was armed with the number of bytes to expect (the whole box, also where the box reaches
 // past the tensor's end: those elements arrive as zeros). Stores complete in bulk groups of the
-// issuing thread, like the plain bulk copies in mma.cuh.
+// issuing thread, like the plain bulk copies in bulk.cuh.
 //
 // The map must stay in parameter (or constant) memory: it is passed to the kernel as a
 // `const __grid_constant__` parameter and its generic address handed to the instruction.
@@ -60,7 +60,7 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, int c0, int
 }
 
 // A store completes in the issuing thread's bulk group: bulk_commit(), then bulk_wait_read()
-// before the shared memory is written again (mma.cuh).
+// before the shared memory is written again (bulk.cuh).
 
 // ---- the same tiles without the copy engine (for the ablation) ---------------------------------
 //
