@@ -34,15 +34,11 @@ void check(const Problem& p, const Inputs& in, const char* who) {
   const Shape& s = p.shape;
   if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1 || s.d < 1)
     throw std::invalid_argument(std::string(who) + ": every dimension must be at least 1");
+  if (s.kv_heads() < 1 || s.H % s.kv_heads() != 0)
+    throw std::invalid_argument(std::string(who) + ": the K/V heads must divide the query heads");
   const auto q = static_cast<size_t>(s.q_elems()), kv = static_cast<size_t>(s.kv_elems());
   if (in.Q.size() != q || in.K.size() != kv || in.V.size() != kv)
     throw std::invalid_argument(std::string(who) + ": Q, K, V do not match the problem's shape");
-}
-
-// Last key a query row may see (-1: none).
-int64_t last_key(const Problem& p, int64_t r) {
-  const int64_t all = p.shape.Nk - 1;
-  return p.causal ? std::min(all, r + p.causal_offset()) : all;
 }
 
 // Rounds a value computed in Acc to the dtype a plain implementation would store it in.
@@ -106,7 +102,8 @@ Forward forward_in(const Problem& p, const Inputs& in, bool keep_P, DType store)
   const Shape& s = p.shape;
   const int64_t Nq = s.Nq, Nk = s.Nk, d = s.d;
   const Acc scale = static_cast<Acc>(p.softmax_scale());
-  const std::vector<Acc> Kt = transpose_heads<Acc>(in.K, s.heads(), Nk, d, worth_threads(p));
+  const std::vector<Acc> Kt =
+      transpose_heads<Acc>(in.K, s.kv_head_count(), Nk, d, worth_threads(p));
   const std::vector<Acc> V = convert<Acc>(in.V);
   Forward f;
   f.O.assign(static_cast<size_t>(s.q_elems()), 0.0);
@@ -121,28 +118,30 @@ Forward forward_in(const Problem& p, const Inputs& in, bool keep_P, DType store)
     for (int64_t h = 0; h < s.heads(); ++h)
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, Nq - r0);
-        rows_times(S.data(), &in.Q[(h * Nq + r0) * d], &Kt[h * d * Nk], nr, Nk, d);
+        const int64_t kh = s.kv_of(h);  // the K/V head this query head reads
+        rows_times(S.data(), &in.Q[(h * Nq + r0) * d], &Kt[kh * d * Nk], nr, Nk, d);
         for (int64_t rr = 0; rr < nr; ++rr) {
-          const int64_t r = r0 + rr, last = last_key(p, r);
+          const int64_t r = r0 + rr, first = p.first_key(r), last = p.last_key(r);
           Acc* srow = &S[rr * Nk];
           double& lse = f.LSE[h * Nq + r];
-          if (last < 0) {  // sees no key: P row 0, O row 0, LSE -inf
+          if (first > last) {  // sees no key: P row 0, O row 0, LSE -inf
             std::fill(srow, srow + Nk, Acc(0));
             lse = -std::numeric_limits<double>::infinity();
             continue;
           }
           Acc m = -std::numeric_limits<Acc>::infinity();
-          for (int64_t c = 0; c <= last; ++c) m = std::max(m, srow[c] * scale);
+          for (int64_t c = first; c <= last; ++c) m = std::max(m, srow[c] * scale);
           Acc l = 0;
-          for (int64_t c = 0; c <= last; ++c) {
+          for (int64_t c = first; c <= last; ++c) {
             srow[c] = std::exp(srow[c] * scale - m);
             l += srow[c];
           }
-          for (int64_t c = 0; c <= last; ++c) srow[c] = stored(store, srow[c] / l);
+          for (int64_t c = first; c <= last; ++c) srow[c] = stored(store, srow[c] / l);
+          std::fill(srow, srow + first, Acc(0));
           std::fill(srow + last + 1, srow + Nk, Acc(0));
           lse = static_cast<double>(m + std::log(l));
         }
-        weights_times(O.data(), S.data(), &V[h * Nk * d], nr, Nk, d);
+        weights_times(O.data(), S.data(), &V[kh * Nk * d], nr, Nk, d);
         for (int64_t e = 0; e < nr * d; ++e)
           f.O[(h * Nq + r0) * d + e] = round_to(store, static_cast<double>(O[e]));
         if (keep_P) std::copy(S.begin(), S.begin() + nr * Nk, f.P.begin() + (h * Nq + r0) * Nk);
@@ -151,7 +150,8 @@ Forward forward_in(const Problem& p, const Inputs& in, bool keep_P, DType store)
   return f;
 }
 
-// Backward from stored P in Acc arithmetic; dS and the gradients rounded to `store`.
+// Backward from stored P in Acc arithmetic; dS and the gradients rounded to `store`. dK and dV of
+// a K/V head are summed over the query heads of its group in Acc, then rounded once.
 template <class Acc>
 Gradients backward_in(const Problem& p, const Inputs& in, const Forward& fwd, DType store) {
   const Shape& s = p.shape;
@@ -161,61 +161,64 @@ Gradients backward_in(const Problem& p, const Inputs& in, const Forward& fwd, DT
   if (fwd.P.size() != static_cast<size_t>(s.heads() * Nq * Nk))
     throw std::invalid_argument("reference backward: needs the forward's P (keep_P)");
   const Acc scale = static_cast<Acc>(p.softmax_scale());
-  const std::vector<Acc> Vt = transpose_heads<Acc>(in.V, s.heads(), Nk, d, worth_threads(p));
+  const std::vector<Acc> Vt =
+      transpose_heads<Acc>(in.V, s.kv_head_count(), Nk, d, worth_threads(p));
   const std::vector<Acc> K = convert<Acc>(in.K), Q = convert<Acc>(in.Q), dO = convert<Acc>(in.dO);
   Gradients g;
   g.dQ.assign(static_cast<size_t>(s.q_elems()), 0.0);
   g.dK.assign(static_cast<size_t>(s.kv_elems()), 0.0);
   g.dV.assign(static_cast<size_t>(s.kv_elems()), 0.0);
   std::vector<Acc> P(static_cast<size_t>(Nq * Nk)), dS(static_cast<size_t>(Nq * Nk));
+  std::vector<Acc> dK_acc(static_cast<size_t>(Nk * d)), dV_acc(static_cast<size_t>(Nk * d));
   const int64_t row_blocks = (Nq + kRowBlock - 1) / kRowBlock;
   const int64_t key_blocks = (Nk + kKeyBlock - 1) / kKeyBlock;
 
-  for (int64_t h = 0; h < s.heads(); ++h) {
-    std::copy(fwd.P.begin() + h * Nq * Nk, fwd.P.begin() + (h + 1) * Nq * Nk, P.begin());
-    // dP = dO V^T, D = rowsum(P * dP), dS = P * (dP - D), dQ = scale dS K: by query rows.
+  for (int64_t kh = 0; kh < s.kv_head_count(); ++kh) {
+    std::fill(dK_acc.begin(), dK_acc.end(), Acc(0));
+    std::fill(dV_acc.begin(), dV_acc.end(), Acc(0));
+    for (int64_t h = s.first_q_of(kh); h < s.first_q_of(kh) + s.group(); ++h) {
+      std::copy(fwd.P.begin() + h * Nq * Nk, fwd.P.begin() + (h + 1) * Nq * Nk, P.begin());
+      // dP = dO V^T, D = rowsum(P * dP), dS = P * (dP - D), dQ = scale dS K: by query rows.
 #pragma omp parallel if (worth_threads(p))
-    {
-      std::vector<Acc> dQ(kRowBlock * d);
+      {
+        std::vector<Acc> dQ(kRowBlock * d);
 #pragma omp for schedule(dynamic)
-      for (int64_t b = 0; b < row_blocks; ++b) {
-        const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, Nq - r0);
-        Acc* dSb = &dS[r0 * Nk];
-        rows_times(dSb, &in.dO[(h * Nq + r0) * d], &Vt[h * d * Nk], nr, Nk, d);  // dP
-        for (int64_t rr = 0; rr < nr; ++rr) {
-          const Acc* prow = &P[(r0 + rr) * Nk];
-          Acc* row = dSb + rr * Nk;
-          Acc D = 0;
-          for (int64_t c = 0; c < Nk; ++c) D += prow[c] * row[c];
-          for (int64_t c = 0; c < Nk; ++c) row[c] = stored(store, prow[c] * (row[c] - D));
+        for (int64_t b = 0; b < row_blocks; ++b) {
+          const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, Nq - r0);
+          Acc* dSb = &dS[r0 * Nk];
+          rows_times(dSb, &in.dO[(h * Nq + r0) * d], &Vt[kh * d * Nk], nr, Nk, d);  // dP
+          for (int64_t rr = 0; rr < nr; ++rr) {
+            const Acc* prow = &P[(r0 + rr) * Nk];
+            Acc* row = dSb + rr * Nk;
+            Acc D = 0;
+            for (int64_t c = 0; c < Nk; ++c) D += prow[c] * row[c];
+            for (int64_t c = 0; c < Nk; ++c) row[c] = stored(store, prow[c] * (row[c] - D));
+          }
+          weights_times(dQ.data(), dSb, &K[kh * Nk * d], nr, Nk, d);
+          for (int64_t e = 0; e < nr * d; ++e)
+            g.dQ[(h * Nq + r0) * d + e] = round_to(store, static_cast<double>(scale * dQ[e]));
         }
-        weights_times(dQ.data(), dSb, &K[h * Nk * d], nr, Nk, d);
-        for (int64_t e = 0; e < nr * d; ++e)
-          g.dQ[(h * Nq + r0) * d + e] = round_to(store, static_cast<double>(scale * dQ[e]));
-      }
-      // dV = P^T dO, dK = scale dS^T Q: by key rows, so no two workers write the same row.
-      std::vector<Acc> dV(kKeyBlock * d), dK(kKeyBlock * d);
+        // dV += P^T dO, dK += dS^T Q: by key rows, so no two workers add into the same row.
 #pragma omp for schedule(dynamic)
-      for (int64_t b = 0; b < key_blocks; ++b) {
-        const int64_t c0 = b * kKeyBlock, nc = std::min(kKeyBlock, Nk - c0);
-        std::fill(dV.begin(), dV.end(), Acc(0));
-        std::fill(dK.begin(), dK.end(), Acc(0));
-        for (int64_t r = 0; r < Nq; ++r) {
-          const Acc* dOr = &dO[(h * Nq + r) * d];
-          const Acc* Qr = &Q[(h * Nq + r) * d];
-          for (int64_t cc = 0; cc < nc; ++cc) {
-            const Acc pw = P[r * Nk + c0 + cc], sw = dS[r * Nk + c0 + cc];
-            Acc* v = &dV[cc * d];
-            Acc* k = &dK[cc * d];
-            for (int64_t e = 0; e < d; ++e) v[e] += pw * dOr[e];
-            for (int64_t e = 0; e < d; ++e) k[e] += sw * Qr[e];
+        for (int64_t b = 0; b < key_blocks; ++b) {
+          const int64_t c0 = b * kKeyBlock, nc = std::min(kKeyBlock, Nk - c0);
+          for (int64_t r = 0; r < Nq; ++r) {
+            const Acc* dOr = &dO[(h * Nq + r) * d];
+            const Acc* Qr = &Q[(h * Nq + r) * d];
+            for (int64_t cc = 0; cc < nc; ++cc) {
+              const Acc pw = P[r * Nk + c0 + cc], sw = dS[r * Nk + c0 + cc];
+              Acc* v = &dV_acc[(c0 + cc) * d];
+              Acc* k = &dK_acc[(c0 + cc) * d];
+              for (int64_t e = 0; e < d; ++e) v[e] += pw * dOr[e];
+              for (int64_t e = 0; e < d; ++e) k[e] += sw * Qr[e];
+            }
           }
         }
-        for (int64_t e = 0; e < nc * d; ++e) {
-          g.dV[(h * Nk + c0) * d + e] = round_to(store, static_cast<double>(dV[e]));
-          g.dK[(h * Nk + c0) * d + e] = round_to(store, static_cast<double>(scale * dK[e]));
-        }
       }
+    }
+    for (int64_t e = 0; e < Nk * d; ++e) {
+      g.dV[kh * Nk * d + e] = round_to(store, static_cast<double>(dV_acc[e]));
+      g.dK[kh * Nk * d + e] = round_to(store, static_cast<double>(scale * dK_acc[e]));
     }
   }
   return g;
@@ -258,16 +261,18 @@ int64_t forward_peak_bytes(const Problem& p, int acc_bytes, bool keep_P) {
 int64_t backward_peak_bytes(const Problem& p, int acc_bytes) {
   const Shape& s = p.shape;
   const int64_t threads = worth_threads(p) ? omp_get_max_threads() : 1;
-  int64_t bytes = 8 * (s.q_elems() + 2 * s.kv_elems());                    // dQ, dK, dV
-  bytes += acc_bytes * (2 * s.kv_elems() + 2 * s.q_elems());               // V^T, K, Q, dO
-  bytes += acc_bytes * 2 * s.Nq * s.Nk;                                    // P, dS of one head
-  bytes += threads * acc_bytes * (kRowBlock * s.d + 2 * kKeyBlock * s.d);  // dQ, dV, dK blocks
+  int64_t bytes = 8 * (s.q_elems() + 2 * s.kv_elems());       // dQ, dK, dV
+  bytes += acc_bytes * (2 * s.kv_elems() + 2 * s.q_elems());  // V^T, K, Q, dO
+  bytes += acc_bytes * 2 * s.Nq * s.Nk;                       // P, dS of one head
+  bytes += acc_bytes * 2 * s.Nk * s.d;                        // dK, dV sums of one K/V head
+  bytes += threads * acc_bytes * kRowBlock * s.d;             // dQ of a row block
   return bytes;
 }
 
-// Only the head that holds the element changes, so only that head is run, twice. The loss
-// difference is summed element by element, sum((O+ - O-) * dO), which cancels far less than
-// subtracting two large sums.
+// Only the query heads that read the element change (one for an element of Q; the H / Hkv heads
+// of the group for one of K or V), so only those heads are run, twice each. The loss difference is
+// summed element by element, sum((O+ - O-) * dO), which cancels far less than subtracting two
+// large sums.
 double finite_difference(const Problem& p, const Inputs& in, char which, int64_t index,
                          double eps) {
   check(p, in, "finite_difference");
@@ -280,23 +285,29 @@ double finite_difference(const Problem& p, const Inputs& in, char which, int64_t
   if (target == nullptr) throw std::invalid_argument("finite_difference: which must be Q, K or V");
   if (index < 0 || index >= static_cast<int64_t>(target->size()))
     throw std::invalid_argument("finite_difference: index out of range");
-  const int64_t h = index / (which == 'Q' ? q_head : kv_head);
+  const int64_t head = index / (which == 'Q' ? q_head : kv_head);
+  const int64_t local = index - head * (which == 'Q' ? q_head : kv_head);
+  const int64_t first = which == 'Q' ? head : s.first_q_of(head);
+  const int64_t count = which == 'Q' ? 1 : s.group();
 
   Problem one = p;
   one.shape.B = one.shape.H = 1;
-  Inputs head;
-  head.Q.assign(in.Q.begin() + h * q_head, in.Q.begin() + (h + 1) * q_head);
-  head.K.assign(in.K.begin() + h * kv_head, in.K.begin() + (h + 1) * kv_head);
-  head.V.assign(in.V.begin() + h * kv_head, in.V.begin() + (h + 1) * kv_head);
-  HostTensor& x = which == 'Q' ? head.Q : which == 'K' ? head.K : head.V;
-  const int64_t local = index - h * (which == 'Q' ? q_head : kv_head);
-  const double x0 = x[local];
-  x[local] = x0 + eps;
-  const HostTensor plus = forward(one, head, false).O;
-  x[local] = x0 - eps;
-  const HostTensor minus = forward(one, head, false).O;
+  one.shape.Hkv = 0;
   double diff = 0;
-  for (int64_t e = 0; e < q_head; ++e) diff += (plus[e] - minus[e]) * in.dO[h * q_head + e];
+  for (int64_t h = first; h < first + count; ++h) {
+    const int64_t kh = s.kv_of(h);
+    Inputs in1;
+    in1.Q.assign(in.Q.begin() + h * q_head, in.Q.begin() + (h + 1) * q_head);
+    in1.K.assign(in.K.begin() + kh * kv_head, in.K.begin() + (kh + 1) * kv_head);
+    in1.V.assign(in.V.begin() + kh * kv_head, in.V.begin() + (kh + 1) * kv_head);
+    HostTensor& x = which == 'Q' ? in1.Q : which == 'K' ? in1.K : in1.V;
+    const double x0 = x[local];
+    x[local] = x0 + eps;
+    const HostTensor plus = forward(one, in1, false).O;
+    x[local] = x0 - eps;
+    const HostTensor minus = forward(one, in1, false).O;
+    for (int64_t e = 0; e < q_head; ++e) diff += (plus[e] - minus[e]) * in.dO[h * q_head + e];
+  }
   return diff / (2 * eps);
 }
 
@@ -315,10 +326,10 @@ HostTensor rowsum_p_dp(const Problem& p, const Inputs& in, const Forward& fwd) {
   HostTensor D(static_cast<size_t>(s.lse_elems()), 0.0);
 #pragma omp parallel for if (worth_threads(p))
   for (int64_t row = 0; row < s.lse_elems(); ++row) {
-    const int64_t h = row / s.Nq;
+    const int64_t kh = s.kv_of(row / s.Nq);
     const double* dOr = &in.dO[row * s.d];
     for (int64_t c = 0; c < s.Nk; ++c) {
-      const double* v = &in.V[(h * s.Nk + c) * s.d];
+      const double* v = &in.V[(kh * s.Nk + c) * s.d];
       double dP = 0;
       for (int64_t k = 0; k < s.d; ++k) dP += dOr[k] * v[k];
       D[row] += fwd.P[row * s.Nk + c] * dP;

@@ -156,7 +156,7 @@ TEST(CliErrors, OtherCommands) {
        "--N: '' is not a decimal integer"},
       {"gradcheck seed negative", "gradcheck --seed -3 --json %J", "must not be negative"},
       {"lab table of another lab", "lab memory --table cost --json %J",
-       "no table 'cost' in this report (tables: kept, workspace, naive_peak)"},
+       "no table 'cost' in this report (tables: kept, workspace, kv, naive_peak)"},
       {"lab all table unprefixed", "lab all --table cost --json %J", "no table 'cost'"},
   };
   for (const BadInput& b : cases) expect_one_error(b);

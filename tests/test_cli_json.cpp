@@ -187,7 +187,8 @@ TEST(CliJson, FormatsMarkdownAndCsv) {
   r = run_cli("list --format csv");
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("# versions: "), std::string::npos);
-  EXPECT_NE(r.out.find("id,pass,deterministic,workspace,code,idea\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("id,pass,deterministic,workspace,takes,code,idea\n"), std::string::npos)
+      << r.out;
 }
 
 TEST(CliJson, DumpWritesNpyInputsAndOutputs) {

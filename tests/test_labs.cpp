@@ -100,6 +100,19 @@ TEST(Labs, EveryLabFillsItsReportInBothLanguages) {
   }
 }
 
+// K and V of one layer: 2 * Hkv * N * 128 * 2 bytes; 8 K/V heads under 32 keep a quarter.
+TEST(Labs, MemoryShowsWhatGroupedHeadsSave) {
+  const Report r = run_lab("memory");
+  const Table& t = table(r, "kv");
+  ASSERT_EQ(t.rows.size(), 9u);
+  for (size_t i = 0; i < 9; ++i) {
+    const double N = num(t, i, "N"), Hkv = num(t, i, "Hkv");
+    EXPECT_EQ(num(t, i, "kv_bytes"), 2 * Hkv * N * 128 * 2);
+    EXPECT_DOUBLE_EQ(num(t, i, "vs_mha"), Hkv / 32);
+  }
+  EXPECT_EQ(text(t, 7, "kv_bytes"), "512.0 MiB");  // N = 131072, 8 K/V heads
+}
+
 // Demo 2, to the character: 32 heads, fp16 P against fp32 LSE.
 TEST(Labs, MemoryReproducesTheLectureTable) {
   const Report r = run_lab("memory");
@@ -189,6 +202,27 @@ TEST(Labs, CausalSkippingMatchesTheFormula) {
     EXPECT_GT(num(t, i, "io_ratio"), num(t, i, "flops_ratio"));  // Q reads and O writes stay
     EXPECT_LT(num(t, i, "io_ratio"), 0.6);
   }
+}
+
+// The window table: the twin's count of blocks computed under a causal window of W keys back is
+// T + k(k+1)/2 + k(T-1-k) (k = W/B, T = N/B), and the rest of the T^2 blocks are skipped.
+TEST(Labs, WindowSkippingMatchesTheFormula) {
+  const Report r = run_lab("causal");
+  const Table& t = table(r, "window");
+  ASSERT_EQ(t.rows.size(), 4u);
+  const int64_t W[] = {256, 1024, 256, 1024}, B[] = {64, 64, 128, 128};
+  for (size_t i = 0; i < 4; ++i) {
+    const int64_t T = 4096 / B[i], k = W[i] / B[i];
+    EXPECT_EQ(num(t, i, "computed"), T + k * (k + 1) / 2 + k * (T - 1 - k));
+    EXPECT_EQ(num(t, i, "formula"), num(t, i, "computed"));
+    EXPECT_EQ(num(t, i, "computed") + num(t, i, "skipped"), T * T);
+    EXPECT_LT(num(t, i, "vs_causal"), 0.6);
+  }
+  EXPECT_EQ(num(t, 0, "computed"), 310);  // 64 + 10 + 4 * 59
+  bool said = false;
+  for (const std::string& line : r.observations)
+    said = said || line.find("The counts meet the formula block for block.") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 TEST(Labs, GradcheckIsWithinTheLectureBounds) {

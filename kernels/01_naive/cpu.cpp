@@ -9,8 +9,9 @@
 //             dQ = scale dS K,  dK = scale dS^T Q   (each reads dS)
 //
 // Each kernel walks Br x Bc tiles of its output in parallel, but its counts are those of the whole
-// matrices it reads and writes: the point of this rung is the N x N traffic. The causal mask is
-// applied in the softmax; nothing is skipped.
+// matrices it reads and writes: the point of this rung is the N x N traffic. The mask (causal,
+// window) is applied in the softmax; nothing is skipped. Grouped heads: each query head reads its
+// K/V head, and dK, dV of a K/V head are summed over its group before they are rounded.
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -61,9 +62,10 @@ void forward_head(const Problem& p, const Inputs& in, const CpuOptions& o, int64
   const Blocks qb{Nq, o.Br}, kb{Nk, o.Bc};
   const T scale = static_cast<T>(p.softmax_scale());
   std::vector<T> Q(Nq * d), Kt(d * Nk), V(Nk * d), S(Nq * Nk, T(0));
+  const int64_t kh = s.kv_of(h);  // the K/V head this query head reads
   load_rows(Q.data(), &in.Q[h * Nq * d], Nq, d);
-  load_transposed(Kt.data(), &in.K[h * Nk * d], Nk, d);
-  load_rows(V.data(), &in.V[h * Nk * d], Nk, d);
+  load_transposed(Kt.data(), &in.K[kh * Nk * d], Nk, d);
+  load_rows(V.data(), &in.V[kh * Nk * d], Nk, d);
   const int threads = head_threads(o, p);
 
   // S = scale Q K^T, tile by tile.
@@ -80,19 +82,20 @@ void forward_head(const Problem& p, const Inputs& in, const CpuOptions& o, int64
 #pragma omp parallel for num_threads(threads)
   for (int64_t r = 0; r < Nq; ++r) {
     T* row = &S[r * Nk];
-    const int64_t visible = p.causal ? std::clamp<int64_t>(r + p.causal_offset() + 1, 0, Nk) : Nk;
+    const int64_t first = p.first_key(r), end = std::min(p.last_key(r) + 1, Nk);  // [first, end)
     double& lse = out.LSE[h * Nq + r];
-    if (visible == 0) {
+    if (first >= end) {
       std::fill(row, row + Nk, T(0));
       lse = -std::numeric_limits<double>::infinity();
       continue;
     }
     T m = -std::numeric_limits<T>::infinity(), l = 0;
-    for (int64_t c = 0; c < visible; ++c) m = std::max(m, row[c]);
-    exp_shifted(row, visible, m);
-    for (int64_t c = 0; c < visible; ++c) l += row[c];
-    for (int64_t c = 0; c < visible; ++c) row[c] /= l;
-    std::fill(row + visible, row + Nk, T(0));
+    for (int64_t c = first; c < end; ++c) m = std::max(m, row[c]);
+    exp_shifted(row + first, end - first, m);
+    for (int64_t c = first; c < end; ++c) l += row[c];
+    for (int64_t c = first; c < end; ++c) row[c] /= l;
+    std::fill(row, row + first, T(0));
+    std::fill(row + end, row + Nk, T(0));
     lse = static_cast<double>(m + std::log(l));
   }
 
@@ -109,9 +112,11 @@ void forward_head(const Problem& p, const Inputs& in, const CpuOptions& o, int64
   std::copy(S.begin(), S.end(), out.P.begin() + h * Nq * Nk);
 }
 
+// One query head's dQ, and its share of dK and dV added into dK_sum, dV_sum (its K/V head's,
+// summed over the query heads of the group before they are rounded).
 template <class T>
 void backward_head(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
-                   int64_t h, Gradients& g) {
+                   int64_t h, Gradients& g, std::vector<T>& dK_sum, std::vector<T>& dV_sum) {
   const Shape& s = p.shape;
   const int64_t Nq = s.Nq, Nk = s.Nk, d = s.d;
   const Blocks qb{Nq, o.Br}, kb{Nk, o.Bc};
@@ -120,8 +125,9 @@ void backward_head(const Problem& p, const Inputs& in, const Forward& fwd, const
   load_rows(P.data(), &fwd.P[h * Nq * Nk], Nq, Nk);
   load_rows(Q.data(), &in.Q[h * Nq * d], Nq, d);
   load_rows(dO.data(), &in.dO[h * Nq * d], Nq, d);
-  load_rows(K.data(), &in.K[h * Nk * d], Nk, d);
-  load_transposed(Vt.data(), &in.V[h * Nk * d], Nk, d);
+  const int64_t kh = s.kv_of(h);
+  load_rows(K.data(), &in.K[kh * Nk * d], Nk, d);
+  load_transposed(Vt.data(), &in.V[kh * Nk * d], Nk, d);
   const int threads = head_threads(o, p);
 
 #pragma omp parallel num_threads(threads)
@@ -131,8 +137,7 @@ void backward_head(const Problem& p, const Inputs& in, const Forward& fwd, const
     for (int64_t j = 0; j < kb.count(); ++j) {
       std::vector<T> acc(kb.size(j) * d, T(0));
       mm_tn(acc.data(), d, &P[kb.begin(j)], Nk, dO.data(), d, Nq, kb.size(j), d);
-      for (int64_t e = 0; e < kb.size(j) * d; ++e)
-        g.dV[(h * Nk + kb.begin(j)) * d + e] = round_to(p.dtype, static_cast<double>(acc[e]));
+      for (int64_t e = 0; e < kb.size(j) * d; ++e) dV_sum[kb.begin(j) * d + e] += acc[e];
     }
     // dP = dO V^T, tile by tile (into the dS buffer).
 #pragma omp for collapse(2)
@@ -165,21 +170,19 @@ void backward_head(const Problem& p, const Inputs& in, const Forward& fwd, const
     for (int64_t j = 0; j < kb.count(); ++j) {
       std::vector<T> acc(kb.size(j) * d, T(0));
       mm_tn(acc.data(), d, &dS[kb.begin(j)], Nk, Q.data(), d, Nq, kb.size(j), d);
-      for (int64_t e = 0; e < kb.size(j) * d; ++e)
-        g.dK[(h * Nk + kb.begin(j)) * d + e] =
-            round_to(p.dtype, static_cast<double>(scale * acc[e]));
+      for (int64_t e = 0; e < kb.size(j) * d; ++e) dK_sum[kb.begin(j) * d + e] += acc[e];
     }
   }
 }
 
-// One head at a time: the forward's Q, K^T, V and S, or the backward's P, dS, Q, dO, K, V^T; and
-// each thread's accumulator of one block.
+// One head at a time: the forward's Q, K^T, V and S, or the backward's P, dS, Q, dO, K, V^T and the
+// dK, dV sums of its K/V head; and each thread's accumulator of one block.
 int64_t naive_scratch_bytes(const Problem& p, const CpuOptions& o) {
   const Shape& s = p.shape;
   const int64_t nn = s.Nq * s.Nk, qd = s.Nq * s.d, kd = s.Nk * s.d;
   const int64_t fwd = qd + 2 * kd + nn, bwd = 2 * nn + 2 * qd + 2 * kd;
   const int64_t block = std::max(std::min<int64_t>(o.Br, s.Nq), std::min<int64_t>(o.Bc, s.Nk));
-  return compute_bytes(p.dtype) * (std::max(fwd, bwd) + thread_count(o, p) * block * s.d);
+  return compute_bytes(p.dtype) * (std::max(fwd, bwd) + 2 * kd + thread_count(o, p) * block * s.d);
 }
 
 void naive_forward(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out,
@@ -218,11 +221,24 @@ void naive_backward(const Problem& p, const Inputs& in, const Forward& fwd, cons
   g.dQ.resize(static_cast<size_t>(s.q_elems()));
   g.dK.resize(static_cast<size_t>(s.kv_elems()));
   g.dV.resize(static_cast<size_t>(s.kv_elems()));
-  for (int64_t h = 0; h < s.heads(); ++h) {
-    with_compute_type(p.dtype,
-                      [&](auto zero) { backward_head<decltype(zero)>(p, in, fwd, o, h, g); });
-    count_backward(p, o, cnt);
-  }
+  with_compute_type(p.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T scale = static_cast<T>(p.softmax_scale());
+    const int64_t kd = s.Nk * s.d;
+    std::vector<T> dK_sum(kd), dV_sum(kd);
+    for (int64_t kh = 0; kh < s.kv_head_count(); ++kh) {
+      std::fill(dK_sum.begin(), dK_sum.end(), T(0));
+      std::fill(dV_sum.begin(), dV_sum.end(), T(0));
+      for (int64_t h = s.first_q_of(kh); h < s.first_q_of(kh) + s.group(); ++h) {
+        backward_head<T>(p, in, fwd, o, h, g, dK_sum, dV_sum);
+        count_backward(p, o, cnt);
+      }
+      for (int64_t e = 0; e < kd; ++e) {
+        g.dK[kh * kd + e] = round_to(p.dtype, static_cast<double>(scale * dK_sum[e]));
+        g.dV[kh * kd + e] = round_to(p.dtype, static_cast<double>(dV_sum[e]));
+      }
+    }
+  });
 }
 
 // S and P, one fp32 N x N matrix each per head, plus D.
@@ -246,4 +262,5 @@ FLASHLAB_VERSION({
     .cpu_backward = cpu::naive_backward,
     .cpu_scratch_bytes = cpu::naive_scratch_bytes,
     .stores_p = true,
+    .axes = kGroupedHeads | kWindow,
 });

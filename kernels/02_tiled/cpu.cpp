@@ -2,7 +2,8 @@
 // Q_i, the running row max m, the running sum l and the unnormalised O_i on chip, and streams
 // the K, V blocks past them:
 //
-//   for j in K blocks:            (causal: blocks wholly above the diagonal are skipped)
+//   for j in K blocks:            (blocks no row sees -- above the diagonal, outside the window --
+//                                  are skipped; K_j, V_j of the K/V head the query head reads)
 //     S    = scale Q_i K_j^T      masked inside a diagonal block
 //     m'   = max(m, rowmax S)
 //     P    = exp(S - m')
@@ -38,7 +39,7 @@ void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t h = 0; h < s.heads(); ++h)
       for (int64_t i = 0; i < qb.count(); ++i) {
-        const int64_t r0 = qb.begin(i), rows = qb.size(i);
+        const int64_t r0 = qb.begin(i), rows = qb.size(i), kh = s.kv_of(h);
         total.elems_read += rows * d;  // Q_i
         if (!dry) t.start(&in.Q[(h * s.Nq + r0) * d], rows, d);
         for (int64_t j = 0; j < kb.count(); ++j) {
@@ -48,7 +49,7 @@ void tiled(const Problem& p, const Inputs& in, const CpuOptions& o, Forward& out
           total.elems_read += 2 * cols * d;                 // K_j, V_j
           total.matmul_flops += 2 * (2 * rows * cols * d);  // Q K^T and P V
           if (dry) continue;
-          t.scores(&in.K[(h * s.Nk + c0) * d], &in.V[(h * s.Nk + c0) * d], rows, cols, d);
+          t.scores(&in.K[(kh * s.Nk + c0) * d], &in.V[(kh * s.Nk + c0) * d], rows, cols, d);
           scale_and_mask(t.S.data(), rows, cols, scale, mask, p, r0, c0);
           online_softmax_step(t, rows, cols, d);
         }
@@ -94,4 +95,5 @@ FLASHLAB_VERSION({
     .cpu_scratch_bytes = cpu::fwd_tile_scratch_bytes,
     .feeds_backward = true,
     .kernel_counts = cpu::kernels,
+    .axes = kGroupedHeads | kWindow,
 });

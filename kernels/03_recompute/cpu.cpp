@@ -51,7 +51,7 @@ void outer_q_dq_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
           total.elems_read += 2 * cols * d;  // K_j, V_j
           total.matmul_flops += 3 * 2 * rows * cols * d;
           if (dry) continue;
-          k.load(p, in, h, c0, cols);
+          k.load(p, in, s.kv_of(h), c0, cols);
           recompute_P(P.data(), q, k, rows, cols, p, mask, r0, c0);
           compute_dS(dS.data(), P.data(), q, k, rows, cols, d);
           mm_nn(dQ.data(), d, dS.data(), cols, k.K.data(), d, rows, d, cols);
@@ -119,4 +119,5 @@ FLASHLAB_VERSION({
     .cpu_backward = cpu::recompute_backward,
     .cpu_scratch_bytes = cpu::recompute_scratch_bytes,
     .kernel_counts = cpu::kernels,
+    .axes = kGroupedHeads | kWindow,
 });

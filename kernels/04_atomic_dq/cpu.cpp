@@ -53,4 +53,5 @@ FLASHLAB_VERSION({
     .cpu_backward = cpu::backward,
     .cpu_scratch_bytes = cpu::atomic_dq_scratch_bytes,
     .kernel_counts = cpu::kernels,
+    .axes = kGroupedHeads | kWindow,
 });

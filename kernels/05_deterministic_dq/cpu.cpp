@@ -114,4 +114,5 @@ FLASHLAB_VERSION({
     .cpu_backward = cpu::deterministic_dq_backward,
     .cpu_scratch_bytes = cpu::deterministic_dq_scratch_bytes,
     .kernel_counts = cpu::kernels,
+    .axes = kGroupedHeads | kWindow,
 });

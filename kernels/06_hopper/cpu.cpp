@@ -66,6 +66,7 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
             o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
             static_cast<int>(p.causal_offset()), static_cast<int>(i));
         const int64_t r0 = sc.first_row(), rows = sc.q_end - r0;  // the block's real rows
+        const int64_t kh = s.kv_of(h);                            // the K/V head it reads
         total.tiles_computed += sc.n_kv;
         total.tiles_skipped += kb.count() - sc.n_kv;
         total.elems_read += rows * d;  // Q_i
@@ -80,7 +81,7 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
           total.elems_read += 2 * cols * d;                 // K_j, V_j
           total.matmul_flops += 2 * (2 * rows * cols * d);  // Q K^T and P V
           if (dry) continue;
-          t.scores(&in.K[(h * s.Nk + c0) * d], &in.V[(h * s.Nk + c0) * d], rows, cols, d);
+          t.scores(&in.K[(kh * s.Nk + c0) * d], &in.V[(kh * s.Nk + c0) * d], rows, cols, d);
           scale_and_mask(t.S.data(), rows, cols, scale, masked ? mask : TileMask::none, p, r0, c0);
           online_softmax_step(t, rows, cols, d);
         }
@@ -100,24 +101,29 @@ void hopper_forward(const Problem& p, const Inputs& in, const CpuOptions& o, For
 }
 
 // A dQ policy that adds in turns, into S splits: worker (h, j) owns split s = j mod S, waits until
-// the counter of (h, Q block i, s) says j / S, stores (the split's first writer) or adds its
-// partial, and passes the turn on. The Q blocks a K block visits are a suffix of the head's (the
-// causal schedule is monotone in j), so the counter always reaches j / S. OpenMP's dynamic
-// schedule hands the (h, j) iterations out in order, so the workers j waits for have all started
-// and wait only for smaller j: the waits always end.
+// the counter of (h, Q block i, s) says its rank -- how many workers of split s before it visit Q
+// block i too --, stores (rank 0: the split's first writer) or adds its partial, and passes the
+// turn on. Under the causal mask alone the Q blocks a K block visits are a suffix of the head's,
+// so the rank is j / S; a window leaves out blocks on both sides, so the rank counts the visits.
+// OpenMP's dynamic schedule hands the (h, j) iterations out in order, so the workers j waits for
+// have all started and wait only for smaller j: the waits always end.
 template <class T>
 struct TurnDQ {
   static constexpr bool computes_dq = true;
   static constexpr bool q_down = true;      // as the kernel: every worker reaches block i together
   std::vector<T>& accum;                    // [S][heads * Nq * d]
   std::vector<std::atomic<int64_t>>& turn;  // [heads][Q blocks][S]
-  int64_t Nq, d, Br, q_blocks, S, split_stride;
+  const Problem& p;
+  int64_t Br, Bc, q_blocks, S, split_stride;
   void count(Counters& c, int64_t rows, int64_t dd) const {
     c.elems_read += rows * dd;
     c.elems_written += rows * dd;
   }
   void add(int64_t h, int64_t j, int64_t r0, int64_t rows, const T* partial) {
-    const int64_t s = j % S, rank = j / S;
+    const int64_t s = j % S, Nq = p.shape.Nq, Nk = p.shape.Nk, d = p.shape.d;
+    int64_t rank = 0;
+    for (int64_t before = s; before < j; before += S)
+      rank += tile_mask(p, r0, rows, before * Bc, std::min(Bc, Nk - before * Bc)) != TileMask::full;
     std::atomic<int64_t>& t = turn[static_cast<size_t>((h * q_blocks + r0 / Br) * S + s)];
     while (t.load(std::memory_order_acquire) != rank) std::this_thread::yield();
     T* base = &accum[s * split_stride + (h * Nq + r0) * d];
@@ -139,7 +145,7 @@ void hopper_bwd(const Problem& p, const Inputs& in, const Forward& fwd, const Cp
     std::vector<std::atomic<int64_t>> turn(
         static_cast<size_t>(o.dry_run ? 0 : s.heads() * q_blocks * S));
     for (auto& t : turn) t.store(0);
-    TurnDQ<T> dq{accum, turn, s.Nq, s.d, o.Br, q_blocks, S, s.q_elems()};
+    TurnDQ<T> dq{accum, turn, p, o.Br, o.Bc, q_blocks, S, s.q_elems()};
     outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, dq);
     // Convert: dQ = round(scale * (split 0 + split 1 + ...)), always in this order.
     cnt.elems_read += S * s.q_elems();
@@ -210,6 +216,7 @@ FLASHLAB_VERSION({
     .cpu_forward = cpu::hopper_forward,
     .cpu_backward = cpu::hopper_backward<false>,
     .cpu_scratch_bytes = cpu::hopper_scratch_bytes,
+    .axes = kGroupedHeads,  // the forward's schedule (schedule.h) has no window yet
 });
 
 FLASHLAB_VARIANT(deterministic,
@@ -228,4 +235,5 @@ FLASHLAB_VARIANT(deterministic,
                      .cpu_forward = nullptr,
                      .cpu_backward = cpu::hopper_backward<true>,
                      .cpu_scratch_bytes = cpu::deterministic_scratch_bytes,
+                     .axes = kGroupedHeads | kWindow,
                  });

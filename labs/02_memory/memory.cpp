@@ -47,6 +47,45 @@ Table demo2_table(const LabOptions& o, const std::vector<Kept>& rows) {
   return t;
 }
 
+// K and V of one layer with grouped heads: 32 query heads of d = 128 in bf16 (a Llama-3-8B layer)
+// over 32 (multi-head), 8 (grouped-query) and 1 (multi-query) K/V heads. The bytes a decoding step
+// reads, and the cache a long context keeps.
+Table kv_table(const LabOptions& o, std::vector<std::string>& notes) {
+  Table t{"kv",
+          tr(o,
+             "K and V of one layer with grouped heads (32 query heads, d = 128, bf16; "
+             "--heads-kv HKV)",
+             "分组头下一层的 K 与 V（32 个查询头，d = 128，BF16；--heads-kv HKV）"),
+          {col("N", tr(o, "sequence length N", "序列长度 N"), "", "count"),
+           col("Hkv", tr(o, "K/V heads", "K/V 头数"), "", "count"),
+           col("kv_bytes", tr(o, "K + V", "K + V"), "B", "bytes"),
+           col("vs_mha", tr(o, "x multi-head", "相对多头"), "ratio", "{:.4g}")},
+          {}};
+  for (int64_t N : {4096, 32768, 131072}) {
+    Shape mha{1, 32, 1, N, 128};
+    const double mha_bytes = 2.0 * mha.kv_elems() * dtype_bytes(DType::bf16);
+    for (int64_t Hkv : {32, 8, 1}) {
+      Shape s = mha;
+      s.Hkv = Hkv;
+      const double bytes = 2.0 * s.kv_elems() * dtype_bytes(DType::bf16);
+      t.rows.push_back({N, Hkv, bytes, bytes / mha_bytes});
+    }
+  }
+  notes.push_back(
+      zh(o) ? "分组查询注意力（Llama 3、Mistral、Qwen）让 H / HKV 个查询头共用一个 K/V 头：K、V "
+              "与它们的缓存缩小 "
+              "H / HKV 倍（32 个查询头配 8 个 K/V 头时是 1/4，多查询 HKV = 1 时是 1/32），而 FLOPs "
+              "不变——每个查询头仍与全部键做乘积。解码时每个新 token "
+              "都要把整个缓存读一遍，所以读的字节也缩小同样的倍数。"
+            : "Grouped-query attention (Llama 3, Mistral, Qwen) lets H / HKV query heads share one "
+              "K/V "
+              "head: K, V and their cache shrink by H / HKV (a quarter with 8 K/V heads under 32 "
+              "query heads, 1/32 for multi-query, HKV = 1), while the FLOPs stay: every query head "
+              "still multiplies against every key. A decoding step reads the whole cache, so the "
+              "bytes it reads shrink by the same factor.");
+  return t;
+}
+
 // The workspace shape: a training-sized step, B = 4, H = 16, N = 4096, d = 128, fp16, Bc = 128.
 Problem workspace_problem() {
   Problem p;
@@ -121,6 +160,8 @@ Report memory(const LabOptions& o) {
   const Problem wp = workspace_problem();
   const CpuOptions wopt = blocks(128, 128);
   r.tables.push_back(workspace_table(o, wp, wopt));
+  std::vector<std::string> kv_notes;
+  r.tables.push_back(kv_table(o, kv_notes));
   r.config = {{"heads", kHeads},
               {"P_dtype", "fp16"},
               {"LSE_dtype", "fp32"},
@@ -210,6 +251,7 @@ Report memory(const LabOptions& o) {
   }
   r.figures["atomic_dq_workspace"] = {{"value", atomic}, {"unit", "B"}};
   r.figures["deterministic_dq_workspace"] = {{"value", determ}, {"unit", "B"}};
+  for (std::string& n : kv_notes) r.observations.push_back(std::move(n));
   return r;
 }
 
@@ -220,5 +262,5 @@ FLASHLAB_LAB({
     .title_en = "What is kept for backward: P (N x N) vs LSE (N), and the backward workspaces",
     .title_zh = "为了反向传播要存什么：P（N×N）vs LSE（N），以及各反向版本的工作区",
     .run = flashlab::lab::memory,
-    .tables = {"kept", "workspace", "naive_peak"},
+    .tables = {"kept", "workspace", "kv", "naive_peak"},
 });

@@ -125,6 +125,30 @@ std::vector<bool> parse_causal(const std::string& value) {
   return masks;
 }
 
+void parse_window(const std::string& value, int64_t& left, int64_t& right) {
+  left = right = -1;
+  if (value.empty()) return;
+  const auto bad = [&value] {
+    return UsageError(
+        "--window takes LEFT,RIGHT: two integers, each -1 (unbounded) or more (got '" + value +
+        "')");
+  };
+  const size_t comma = value.find(',');
+  if (comma == std::string::npos) throw bad();
+  const auto number = [&bad](const std::string& t) {
+    if (t.empty() || t.size() > 9) throw bad();
+    size_t i = t[0] == '-' ? 1 : 0;
+    if (i == t.size()) throw bad();
+    for (; i < t.size(); ++i)
+      if (t[i] < '0' || t[i] > '9') throw bad();
+    const int64_t x = std::stoll(t);
+    if (x < -1) throw bad();
+    return x;
+  };
+  left = number(value.substr(0, comma));
+  right = number(value.substr(comma + 1));
+}
+
 std::string version_ids_help() {
   std::string s = "comma-separated version ids (";
   for (const VersionInfo& v : versions()) s.append(v.id).append(", ");

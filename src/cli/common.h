@@ -84,6 +84,9 @@ CLI::Option* add_causal_option(CLI::App* sub, std::string& value, const std::str
 // The masks in the order given, each once (false: not causal). Throws UsageError.
 std::vector<bool> parse_causal(const std::string& value);
 
+// --window LEFT,RIGHT: two integers, each -1 (no bound on that side) or more; "" means no window.
+void parse_window(const std::string& value, int64_t& left, int64_t& right);
+
 // "comma-separated version ids (naive, tiled, ...) or all", from the registry.
 std::string version_ids_help();
 

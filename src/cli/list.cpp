@@ -10,6 +10,14 @@ namespace flashlab::cli {
 
 namespace {
 
+// The axes of the problem beyond dense multi-head attention that `axes` takes, for people.
+std::string axes_text(unsigned axes) {
+  std::string s;
+  if (axes & kGroupedHeads) s += "grouped heads";
+  if (axes & kWindow) s += std::string(s.empty() ? "" : ", ") + "window";
+  return s.empty() ? "-" : s;
+}
+
 Report list_report() {
   Report r;
   r.command = "list";
@@ -20,6 +28,7 @@ Report list_report() {
            {"pass", "pass", "", ""},
            {"deterministic", "deterministic", "", ""},
            {"workspace", "workspace (bytes)", "", ""},
+           {"takes", "takes (cpu)", "", ""},
            {"code", "code", "", ""},
            {"idea", "the one idea it adds", "", ""}},
           {}};
@@ -35,15 +44,18 @@ Report list_report() {
            {{"id", "id", "", ""},
             {"built", "built", "", ""},
             {"code", "code for", "", ""},
+            {"takes", "takes", "", ""},
             {"status", "here", "", ""}},
            {}};
   for (const VersionInfo& x : versions()) {
     if (x.exercise)
       ex.rows.push_back({x.id, to_string(x.pass), x.folder, x.idea});
     else
-      v.rows.push_back({x.id, to_string(x.pass), x.deterministic, x.workspace, x.folder, x.idea});
+      v.rows.push_back({x.id, to_string(x.pass), x.deterministic, x.workspace, axes_text(x.axes),
+                        x.folder, x.idea});
     const std::string why = cuda_unavailable(x);
     cu.rows.push_back({x.id, x.cuda != nullptr, x.cuda ? json(x.cuda_targets) : json(),
+                       x.cuda ? json(axes_text(x.cuda->axes)) : json(),
                        why.empty() ? std::string("available") : "unavailable: " + why});
   }
   const cuda::DeviceInfo& d = cuda::device_info();
@@ -61,6 +73,10 @@ Report list_report() {
   r.observations.push_back(
       "Every version has a CPU twin (same block schedule, plain loops over tiles); "
       "`flashlab run --versions all` puts them side by side against the fp64 reference.");
+  r.observations.push_back(
+      "\"takes\" names the axes of the problem beyond dense multi-head attention a version runs: "
+      "grouped K/V heads (--heads-kv) and a sliding window (--window); a version asked for a "
+      "problem it does not take is refused with one line, and `--versions all` leaves it out.");
   if (!ex.rows.empty())
     r.observations.push_back(
         "The exercises run by id (`flashlab run --versions ex1-ds`) and report `not implemented` "

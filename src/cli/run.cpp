@@ -18,15 +18,17 @@ struct RunArgs {
   std::string versions = "all";
   std::string backend = "auto";
   std::string dtype = "auto";
-  int64_t B = 1, H = 2, N = 1024, Nq = 0, Nk = 0, d = 64;
+  int64_t B = 1, H = 2, Hkv = 0, N = 1024, Nq = 0, Nk = 0, d = 64;
   std::string causal = "no";
+  std::string window;
   double scale = 0;
   uint64_t seed = 0;
   int br = 64, bc = 64, threads = 0;
   int repeats = 3, warmup = 1;
   std::string dump;
   OutputOptions out;
-  CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr;
+  CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr,
+              *Hkv_given = nullptr;
 };
 
 // Turns the arguments into a validated RunConfig: everything is checked before anything big is
@@ -45,6 +47,9 @@ RunConfig make_config(const RunArgs& a) {
     throw UsageError("unknown --dtype '" + a.dtype + "' (known: fp64, fp32, fp16, bf16)");
   p.shape.B = a.B;
   p.shape.H = a.H;
+  if (a.Hkv_given->count() && a.Hkv < 1)
+    throw UsageError(fmt::format("--heads-kv must be at least 1 (got {})", a.Hkv));
+  p.shape.Hkv = a.Hkv_given->count() ? a.Hkv : a.H;
   if (a.N < 1 || a.N > kMaxN)  // -N itself is wrong, whatever --Nq/--Nk say
     throw UsageError(fmt::format("N must be in 1..{} (got {})", kMaxN, a.N));
   p.shape.Nq = a.Nq_given->count() ? a.Nq : a.N;
@@ -55,6 +60,7 @@ RunConfig make_config(const RunArgs& a) {
     throw UsageError("run takes one --causal, yes or no (got '" + a.causal +
                      "'); bench sweeps a list");
   p.causal = masks[0];
+  parse_window(a.window, p.window_left, p.window_right);
   // The problem's scale 0 means 1/sqrt(d); a scale given on the command line must be positive.
   if (a.scale_given->count() && !(a.scale > 0))
     throw UsageError(fmt::format("--scale must be a positive number up to 1e4 (got {})", a.scale));
@@ -70,6 +76,12 @@ RunConfig make_config(const RunArgs& a) {
   // so; a version asked for by name is an error instead (validate_run).
   if (a.versions == "all" && c.backend == Backend::cuda)
     c.versions = runnable_on_cuda(c.versions, &c.notes);
+  if (a.versions == "all") {
+    c.versions = taking_axes(c.versions, p, c.backend, &c.notes);
+    if (c.versions.empty())
+      throw UsageError(
+          fmt::format("no version takes {} on {} yet", axis_name(p.axes()), to_string(c.backend)));
+  }
   validate_run(c);
   return c;
 }
@@ -87,6 +99,9 @@ void register_run(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("-B", a.B, "batch size")->capture_default_str();
   sub->add_option("-H", a.H, "heads")->capture_default_str();
+  a.Hkv_given = sub->add_option("--heads-kv", a.Hkv,
+                                "K/V heads (grouped-query attention; must divide -H; 1: "
+                                "multi-query; default: -H)");
   const CLI::Option* N =
       sub->add_option("-N", a.N, "sequence length: sets Nq = Nk")->capture_default_str();
   a.Nq_given = sub->add_option("--Nq", a.Nq, "query rows (overrides -N)");
@@ -95,6 +110,10 @@ void register_run(CLI::App& app, Action& action) {
   add_causal_option(sub, a.causal,
                     "causal mask, bottom-right aligned: yes or no (--causal alone: yes)",
                     "[yes|no]=no");
+  sub->add_option("--window", a.window,
+                  "sliding window LEFT,RIGHT: query i sees keys i-LEFT .. i+RIGHT (bottom-right "
+                  "aligned; -1: unbounded)")
+      ->type_name("L,R");
   a.scale_given = sub->add_option("--scale", a.scale, "softmax scale (default 1/sqrt(d))");
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   sub->add_option("--br", a.br, "CPU twins: tile rows (Br)")->capture_default_str();
@@ -109,6 +128,7 @@ void register_run(CLI::App& app, Action& action) {
   flashlab run                                   # all versions, B=1 H=2 N=1024 d=64 fp32 on cpu
   flashlab run --versions tiled,recompute -N 2048 -d 128 --causal
   flashlab run --Nq 100 --Nk 333 -d 16 --dtype fp64 --br 16 --bc 12
+  flashlab run -H 8 --heads-kv 2 -N 512 --window 64,0  # grouped heads, a sliding window
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json
   flashlab run -N 256 -d 32 --dump out/   # then in Python: np.load("out/naive.dQ.npy")
 

@@ -45,6 +45,9 @@ struct Version {
   // Optional: the version's kernel with one of its ideas switched off at a time, for an ablation
   // study (`flashlab lab hopper`); the first entry is the version itself.
   std::span<const struct AblationVariant> (*ablation)() = nullptr;
+  // The problem's axes beyond dense multi-head attention its kernels take (Axis flags of
+  // core/problem.h); a problem with another is refused before anything is allocated.
+  unsigned axes = 0;
 };
 
 // One line of an ablation: which idea is off and what runs instead, and the kernel that does it.

@@ -110,4 +110,10 @@ double unit_roundoff(DType t) {
   return 0.0;
 }
 
+const char* axis_name(unsigned axes) {
+  if (axes & kGroupedHeads) return "grouped K/V heads (--heads-kv)";
+  if (axes & kWindow) return "a sliding window (--window)";
+  return "dense multi-head attention";
+}
+
 }  // namespace flashlab

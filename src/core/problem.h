@@ -1,10 +1,16 @@
 // The attention problem every part of the lab speaks about: shapes, dtypes, the host tensors a
 // version reads and writes, and the counters its CPU twin keeps.
 //
-// Layout: every tensor is [B, H, N, d] contiguous; LSE and D are [B, H, Nq].
-// Causal masking is bottom-right aligned: query i sees key j iff j <= i + (Nk - Nq).
+// Layout: Q, O, dO, dQ are [B, H, Nq, d] contiguous; K, V, dK, dV are [B, Hkv, Nk, d] (grouped
+// heads: Hkv divides H, and query head h reads K/V head h / (H / Hkv)); LSE and D are [B, H, Nq].
+//
+// Which keys a query row sees, all aligned bottom-right (off = Nk - Nq, as FlashAttention >= 2.1):
+//   causal          key j <= i + off
+//   window (L, R)   i + off - L <= j <= i + off + R   (-1: no bound on that side)
+// Both compose: under the causal mask a window's right side is at most 0.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -16,24 +22,61 @@ enum class DType { f64, f32, f16, bf16 };
 
 struct Shape {
   int64_t B = 1, H = 1, Nq = 1, Nk = 1, d = 64;
+  int64_t Hkv = 0;  // K/V heads; 0 means H (one K/V head per query head)
 
-  int64_t heads() const { return B * H; }
-  int64_t q_elems() const { return B * H * Nq * d; }   // Q, O, dO, dQ
-  int64_t kv_elems() const { return B * H * Nk * d; }  // K, V, dK, dV
-  int64_t lse_elems() const { return B * H * Nq; }     // LSE, D
+  int64_t kv_heads() const { return Hkv > 0 ? Hkv : H; }
+  bool grouped() const { return kv_heads() != H; }
+  int64_t group() const { return H / kv_heads(); }  // query heads that share one K/V head
+  int64_t heads() const { return B * H; }           // query heads of the batch, flattened
+  int64_t kv_head_count() const { return B * kv_heads(); }
+  // The K/V head (flattened over the batch) that query head h (flattened) reads.
+  int64_t kv_of(int64_t h) const { return (h / H) * kv_heads() + (h % H) / group(); }
+  // The first query head (flattened) of K/V head kh's group.
+  int64_t first_q_of(int64_t kh) const {
+    return (kh / kv_heads()) * H + (kh % kv_heads()) * group();
+  }
+  int64_t q_elems() const { return B * H * Nq * d; }            // Q, O, dO, dQ
+  int64_t kv_elems() const { return B * kv_heads() * Nk * d; }  // K, V, dK, dV
+  int64_t lse_elems() const { return B * H * Nq; }              // LSE, D
 };
+
+// The axes a problem may have beyond dense multi-head attention. A version declares the ones it
+// takes (VersionEntry::axes); the runner refuses the others with one line.
+enum Axis : unsigned {
+  kGroupedHeads = 1u << 0,  // Hkv < H
+  kWindow = 1u << 1,        // a sliding window
+};
+// "grouped K/V heads (--heads-kv)", "a sliding window (--window)": the first axis in `axes`.
+const char* axis_name(unsigned axes);
 
 struct Problem {
   Shape shape;
   bool causal = false;
   double scale = 0.0;  // 0 means 1/sqrt(d); use softmax_scale()
   DType dtype = DType::f32;
+  int64_t window_left = -1, window_right = -1;  // -1: unbounded on that side
 
+  bool windowed() const { return window_left >= 0 || window_right >= 0; }
   double softmax_scale() const {
     return scale != 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(shape.d));
   }
   // Offset added to a query index to get the last key it may see (bottom-right alignment).
   int64_t causal_offset() const { return shape.Nk - shape.Nq; }
+  // The axes beyond dense multi-head attention this problem uses (Axis flags).
+  unsigned axes() const {
+    return (shape.grouped() ? kGroupedHeads : 0u) | (windowed() ? kWindow : 0u);
+  }
+  // The keys query row r sees: [first_key(r), last_key(r)], empty when first_key(r) > last_key(r).
+  // Both are nondecreasing in r.
+  int64_t first_key(int64_t r) const {
+    return window_left < 0 ? 0 : std::max<int64_t>(0, r + causal_offset() - window_left);
+  }
+  int64_t last_key(int64_t r) const {
+    int64_t last = shape.Nk - 1;
+    if (causal) last = std::min(last, r + causal_offset());
+    if (window_right >= 0) last = std::min(last, r + causal_offset() + window_right);
+    return last;
+  }
 };
 
 // Host tensors hold doubles whose values are already representable in the problem's dtype
@@ -63,7 +106,7 @@ struct Counters {
   int64_t elems_written = 0;
   int64_t atomic_adds = 0;
   int64_t tiles_computed = 0;  // (Q block, K block) pairs that were visited
-  int64_t tiles_skipped = 0;   // pairs skipped whole by the causal mask
+  int64_t tiles_skipped = 0;   // pairs skipped whole: no row sees any key (causal, window)
 
   int64_t io() const { return elems_read + elems_written; }
   Counters& operator+=(const Counters& o) {

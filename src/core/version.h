@@ -75,6 +75,9 @@ struct VersionEntry {
   // have no model of their own.
   std::vector<KernelCount> (*kernel_counts)(const Problem& p, const CpuOptions& o, bool backward,
                                             const Counters& total) = nullptr;
+  // The problem's axes beyond dense multi-head attention its CPU twin takes (Axis flags of
+  // core/problem.h: kGroupedHeads | kWindow); a problem with another is refused before it runs.
+  unsigned axes = 0;
 };
 
 // One source file of a version folder and the SHA-256 of its bytes when this binary was built.

@@ -49,7 +49,7 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
   const Problem& p = c.problem;
   const Shape& s = p.shape;
   OutputSet::Dir& dir = files.add_dir(t);
-  const std::vector<int64_t> q_shape{s.B, s.H, s.Nq, s.d}, kv_shape{s.B, s.H, s.Nk, s.d};
+  const std::vector<int64_t> q_shape{s.B, s.H, s.Nq, s.d}, kv_shape{s.B, s.kv_heads(), s.Nk, s.d};
   const std::vector<int64_t> lse_shape{s.B, s.H, s.Nq};
   const DType lse_type = p.dtype == DType::f64 ? DType::f64 : DType::f32;
   json entries = json::array();

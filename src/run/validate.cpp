@@ -76,6 +76,33 @@ std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const Version
   return out;
 }
 
+namespace {
+
+// The axes of p that version v does not take on the backend (0: it takes them all).
+unsigned missing_axes(const VersionInfo& v, const Problem& p, Backend backend) {
+  unsigned missing = p.axes() & ~v.axes;
+  if (backend == Backend::cuda && v.cuda) missing |= p.axes() & ~v.cuda->axes;
+  return missing;
+}
+
+}  // namespace
+
+std::vector<const VersionInfo*> taking_axes(const std::vector<const VersionInfo*>& list,
+                                            const Problem& p, Backend backend,
+                                            std::vector<std::string>* left_out) {
+  std::vector<const VersionInfo*> out;
+  for (const VersionInfo* v : list) {
+    const unsigned missing = missing_axes(*v, p, backend);
+    if (missing == 0)
+      out.push_back(v);
+    else if (left_out)
+      left_out->push_back(fmt::format("{} is left out of --versions all: it does not take {}{}.",
+                                      v->id, axis_name(missing),
+                                      (p.axes() & ~v->axes) ? "" : " on cuda yet"));
+  }
+  return out;
+}
+
 Backend resolve_backend(const std::string& name) {
   const cuda::DeviceInfo& d = cuda::device_info();
   if (name == "cpu") return Backend::cpu;
@@ -97,11 +124,30 @@ void validate_run(const RunConfig& c) {
   check_range("Nq", s.Nq, 1, kMaxN);
   check_range("Nk", s.Nk, 1, kMaxN);
   check_range("d", s.d, 1, kMaxHeadDim);
+  check_range("--heads-kv", s.kv_heads(), 1, s.H);
+  if (s.H % s.kv_heads() != 0)
+    throw UsageError(
+        fmt::format("--heads-kv {} must divide the {} query heads (-H)", s.kv_heads(), s.H));
+  check_range("--window LEFT", p.window_left, -1, kMaxN);
+  check_range("--window RIGHT", p.window_right, -1, kMaxN);
   if (!std::isfinite(p.scale) || p.scale < 0 || p.scale > 1e4)
     throw UsageError(fmt::format("--scale must be a positive number up to 1e4 (got {})", p.scale));
   check_range("--repeats", c.repeats, 1, kMaxRepeats);
   check_range("--warmup", c.warmup, 0, kMaxRepeats);
   if (c.versions.empty()) throw UsageError("no version selected");
+  // Each version says which axes of the problem it takes (grouped heads, window), on each backend.
+  std::vector<const VersionInfo*> todo = c.versions;
+  if (needs_shared_forward(c)) todo.push_back(&feeding_forward());
+  for (const VersionInfo* v : todo) {
+    const unsigned missing = p.axes() & ~v->axes;
+    if (missing)
+      throw UsageError(fmt::format("version '{}' does not take {}", v->id, axis_name(missing)));
+    if (c.backend == Backend::cuda && v->cuda && (p.axes() & ~v->cuda->axes))
+      throw UsageError(
+          fmt::format("version '{}' on cuda does not take {} yet (its CPU twin does: "
+                      "--backend cpu)",
+                      v->id, axis_name(p.axes() & ~v->cuda->axes)));
+  }
   if (c.backend == Backend::cpu) {
     check_range("--br (CPU tile rows)", c.cpu.Br, 1, kMaxTile);
     check_range("--bc (CPU tile columns)", c.cpu.Bc, 1, kMaxTile);
@@ -110,8 +156,6 @@ void validate_run(const RunConfig& c) {
   }
   // On the device each version says what it supports. Backward-only versions also need the
   // feeding forward.
-  std::vector<const VersionInfo*> todo = c.versions;
-  if (needs_shared_forward(c)) todo.push_back(&feeding_forward());
   for (const VersionInfo* v : todo) {
     const std::string unavailable = cuda_unavailable(*v);
     if (!unavailable.empty())

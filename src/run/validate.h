@@ -28,6 +28,13 @@ std::vector<const VersionInfo*> parse_versions(const std::string& list);
 std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const VersionInfo*>& list,
                                                  std::vector<std::string>* left_out = nullptr);
 
+// The entries of `list` that take every axis of `p` beyond dense multi-head attention (grouped
+// heads, window) on `backend`: what "all" means for such a problem. Each one left out adds a
+// sentence to `left_out` when given.
+std::vector<const VersionInfo*> taking_axes(const std::vector<const VersionInfo*>& list,
+                                            const Problem& p, Backend backend,
+                                            std::vector<std::string>* left_out = nullptr);
+
 // "cpu", "cuda" or "auto" (cuda when a device is present). "cuda" without a device: UsageError
 // with the reason the device is absent.
 Backend resolve_backend(const std::string& name);

@@ -9,8 +9,10 @@
 //                 dQ_i += dS K_j               (unscaled; the dQ pass or convert scales it)
 //                 dK_j += dS^T Q_i             (scaled when dK_j is written)
 //
-// outer_k_pass() is FA2's main loop: one worker per (head, K block j) -- a thread block on the
-// GPU -- keeps K_j, V_j, dK_j, dV_j on chip and walks every Q block i. What happens to each dQ
+// outer_k_pass() is FA2's main loop: one worker per (K/V head, K block j) -- a thread block on the
+// GPU -- keeps K_j, V_j, dK_j, dV_j on chip and walks every Q block i of every query head that
+// reads this K/V head (one head; H / Hkv heads with grouped heads, whose dK_j and dV_j it sums on
+// chip, so K and V are read once per K/V head and dK, dV written once). What happens to each dQ
 // partial is the only thing the versions disagree on, so it is a policy (the DQ parameter).
 #pragma once
 
@@ -83,13 +85,13 @@ struct QBlock {
   }
 };
 
-// A K block on chip: K_j (for dQ), K_j^T (for S) and V_j^T (for dP).
+// A K block on chip: K_j (for dQ), K_j^T (for S) and V_j^T (for dP), of K/V head kh.
 template <class T>
 struct KBlock {
   std::vector<T> K, Kt, Vt;
   KBlock(int64_t Bc, int64_t d) : K(Bc * d), Kt(d * Bc), Vt(d * Bc) {}
-  void load(const Problem& p, const Inputs& in, int64_t h, int64_t c0, int64_t cols) {
-    const int64_t d = p.shape.d, row0 = h * p.shape.Nk + c0;
+  void load(const Problem& p, const Inputs& in, int64_t kh, int64_t c0, int64_t cols) {
+    const int64_t d = p.shape.d, row0 = kh * p.shape.Nk + c0;
     load_rows(K.data(), &in.K[row0 * d], cols, d);
     load_transposed(Kt.data(), &in.K[row0 * d], cols, d);
     load_transposed(Vt.data(), &in.V[row0 * d], cols, d);
@@ -171,9 +173,10 @@ constexpr bool walks_q_down() {
     return false;
 }
 
-// FA2's outer-K pass. Per K block: read K_j, V_j; per visited pair: read Q_i, dO_i, LSE_i, D_i,
-// 2*m*n*k FLOPs per product, and whatever the dQ policy moves; per K block at the end: write dK_j,
-// dV_j. The policy DQ offers count(counters, rows, d) and add(h, j, r0, rows, partial).
+// FA2's outer-K pass. Per K block: read K_j, V_j; per visited pair (of every query head of the
+// group): read Q_i, dO_i, LSE_i, D_i, 2*m*n*k FLOPs per product, and whatever the dQ policy moves;
+// per K block at the end: write dK_j, dV_j. The policy DQ offers count(counters, rows, d) and
+// add(h, j, r0, rows, partial), h the query head.
 template <class T, class DQ>
 void outer_k_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
                   const std::vector<T>& D, const CpuOptions& o, Gradients& g, Counters& cnt,
@@ -193,17 +196,18 @@ void outer_k_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
     KBlock<T> k(Bc, dd);
     std::vector<T> P(Br * Bc), dS(Br * Bc), dQ(Br * dd), dK(Bc * dd), dV(Bc * dd);
 #pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t h = 0; h < s.heads(); ++h)
+    for (int64_t kh = 0; kh < s.kv_head_count(); ++kh)
       for (int64_t j = 0; j < kb.count(); ++j) {
         const int64_t c0 = kb.begin(j), cols = kb.size(j);
         total.elems_read += 2 * cols * d;  // K_j, V_j
         if (!dry) {
-          k.load(p, in, h, c0, cols);
+          k.load(p, in, kh, c0, cols);
           std::fill(dK.begin(), dK.end(), T(0));
           std::fill(dV.begin(), dV.end(), T(0));
         }
-        for (int64_t n = 0; n < qb.count(); ++n) {
-          const int64_t i = walks_q_down<DQ>() ? qb.count() - 1 - n : n;
+        for (int64_t n = 0; n < s.group() * qb.count(); ++n) {  // the group's heads, one by one
+          const int64_t h = s.first_q_of(kh) + n / qb.count(), n_in_head = n % qb.count();
+          const int64_t i = walks_q_down<DQ>() ? qb.count() - 1 - n_in_head : n_in_head;
           const int64_t r0 = qb.begin(i), rows = qb.size(i);
           const TileMask mask = tile_mask(p, r0, rows, c0, cols);
           if (!count_tile(total, mask)) continue;
@@ -225,8 +229,8 @@ void outer_k_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
         total.elems_written += 2 * cols * d;  // dK_j, dV_j
         if (dry) continue;
         for (int64_t e = 0; e < cols * d; ++e) {
-          g.dK[(h * s.Nk + c0) * d + e] = round_to(p.dtype, static_cast<double>(scale * dK[e]));
-          g.dV[(h * s.Nk + c0) * d + e] = round_to(p.dtype, static_cast<double>(dV[e]));
+          g.dK[(kh * s.Nk + c0) * d + e] = round_to(p.dtype, static_cast<double>(scale * dK[e]));
+          g.dV[(kh * s.Nk + c0) * d + e] = round_to(p.dtype, static_cast<double>(dV[e]));
         }
       }
   }

@@ -1,4 +1,4 @@
-// What every CPU twin shares: the block grid over a sequence, the causal test of a tile, tile
+// What every CPU twin shares: the block grid over a sequence, the mask test of a tile, tile
 // loads from the host tensors ("HBM") into local arrays ("on chip"), and the two tile products.
 //
 //            K block j (Bc keys)
@@ -36,16 +36,21 @@ struct Blocks {
   int64_t size(int64_t t) const { return std::min(b, n - t * b); }
 };
 
-// How the causal mask meets a tile: not at all, across it (diagonal), or over all of it.
+// How the mask (causal, window) meets a tile: not at all, across it, or over all of it.
 enum class TileMask { none, partial, full };
 
-// Query row r sees key c iff c <= r + off (off = Nk - Nq, bottom-right alignment).
+// Row by row (rows are few): full when no row sees any key of the tile, none when every row sees
+// all of them (Problem::first_key and last_key say which keys a row sees).
 inline TileMask tile_mask(const Problem& p, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
-  if (!p.causal) return TileMask::none;
-  const int64_t off = p.causal_offset();
-  if (c0 > r0 + rows - 1 + off) return TileMask::full;   // even the last row sees none of it
-  if (c0 + cols - 1 <= r0 + off) return TileMask::none;  // even the first row sees all of it
-  return TileMask::partial;
+  if (!p.causal && !p.windowed()) return TileMask::none;
+  const int64_t c1 = c0 + cols - 1;
+  bool any = false, all = true;
+  for (int64_t r = r0; r < r0 + rows; ++r) {
+    const int64_t lo = p.first_key(r), hi = p.last_key(r);
+    any = any || (std::max(lo, c0) <= std::min(hi, c1));
+    all = all && lo <= c0 && hi >= c1;
+  }
+  return !any ? TileMask::full : all ? TileMask::none : TileMask::partial;
 }
 
 // Counts a tile of the loop as skipped (the mask covers all of it) or computed; true when the
@@ -73,6 +78,8 @@ inline void check_problem(const Problem& p, const CpuOptions& o, const char* who
   const Shape& s = p.shape;
   if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1 || s.d < 1)
     throw std::invalid_argument(std::string(who) + ": every dimension must be at least 1");
+  if (s.kv_heads() < 1 || s.H % s.kv_heads() != 0)
+    throw std::invalid_argument(std::string(who) + ": the K/V heads must divide the query heads");
   if (o.Br < 1 || o.Bc < 1)
     throw std::invalid_argument(std::string(who) + ": tile sizes Br and Bc must be at least 1");
 }
@@ -240,9 +247,11 @@ void scale_and_mask(T* S, int64_t rows, int64_t cols, T scale, TileMask mask, co
   for (int64_t r = 0; r < rows; ++r) {
     T* s = S + r * cols;
     for (int64_t c = 0; c < cols; ++c) s[c] *= scale;
-    if (mask == TileMask::partial) {
-      const int64_t first_hidden = std::max<int64_t>(0, r0 + r + p.causal_offset() + 1 - c0);
-      for (int64_t c = first_hidden; c < cols; ++c) s[c] = neg_inf;
+    if (mask == TileMask::partial) {  // the row sees columns [lo, hi] of the tile
+      const int64_t lo = std::clamp<int64_t>(p.first_key(r0 + r) - c0, 0, cols);
+      const int64_t hi = std::clamp<int64_t>(p.last_key(r0 + r) - c0 + 1, lo, cols);
+      for (int64_t c = 0; c < lo; ++c) s[c] = neg_inf;
+      for (int64_t c = hi; c < cols; ++c) s[c] = neg_inf;
     }
   }
 }
