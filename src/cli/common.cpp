@@ -1,7 +1,6 @@
 #include "cli/common.h"
 
 #include <algorithm>
-#include <iostream>
 #include <map>
 
 #include "report/json_doc.h"
@@ -170,9 +169,16 @@ void check_table(const Report& r, const std::string& id) {
   throw UsageError("no table '" + id + "' in this report (tables: " + ids + ")");
 }
 
-void write_outputs(const Report& r, const Outputs& out, OutputSet& files) {
+// The JSON and the text join whatever the command staged; commit() writes the streams (the text
+// on stdout among them) before it renames any file into place.
+void write_outputs(const Report& r, const Outputs& out, OutputSet& files, const std::string& text) {
   if (out.json.kind != OutputTarget::Kind::none) files.add_file(out.json, json_text(r));
-  std::cout << std::flush;
+  if (out.text_to_stdout && !text.empty()) {
+    OutputTarget stdout_target;
+    stdout_target.kind = OutputTarget::Kind::stream;
+    stdout_target.fd = 1;
+    files.add_file(stdout_target, text);
+  }
   files.commit();
 }
 
@@ -181,8 +187,7 @@ void write_outputs(const Report& r, const Outputs& out, OutputSet& files) {
 int emit(const Report& r, const Outputs& out, OutputSet& files) {
   check_table(r, out.table);
   const std::string text = out.text_to_stdout ? render_report(r, out.format, out.table) : "";
-  write_outputs(r, out, files);
-  std::cout << text << std::flush;
+  write_outputs(r, out, files, text);
   return r.ok ? 0 : kExitFailed;
 }
 
@@ -211,8 +216,7 @@ int emit_sections(const std::vector<Section>& sections, const Report& merged, co
     text += render_report(s.report, out.format, only);
   }
   OutputSet files;
-  write_outputs(merged, out, files);
-  if (out.text_to_stdout) std::cout << text << std::flush;
+  write_outputs(merged, out, files, out.text_to_stdout ? text : "");
   return merged.ok ? 0 : kExitFailed;
 }
 

@@ -1,11 +1,13 @@
 // flashlab plot REPORT.json -o FILE.svg: figures drawn from a saved report (src/plot/plot.h).
 #include "plot/plot.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <cerrno>
+#include <cstring>
 
 #include "cli/common.h"
 #include "report/json_doc.h"
@@ -30,24 +32,54 @@ const std::vector<std::string> kTables = {"plot"};
 // maps), and the text is read whole first: twelve times the file in all.
 constexpr double kReadFactor = 12;
 
-json read_report(const std::string& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::is_regular_file(path, ec)
-                        ? static_cast<double>(std::filesystem::file_size(path, ec))
-                        : 0.0;
+// The report's text. A FIFO or device is read as it comes, up to what memory allows: opening
+// does not wait for a writer (a FIFO with none reads as empty), and /dev/zero is cut off.
+std::string read_text(const std::string& path) {
   const double avail = static_cast<double>(available_memory_bytes());
-  if (!ec && kReadFactor * size > 0.9 * avail)
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw UsageError("cannot read '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    close(fd);
+    throw UsageError("cannot read '" + path + "': it is a directory");
+  }
+  const double size = S_ISREG(st.st_mode) ? static_cast<double>(st.st_size) : 0.0;
+  if (kReadFactor * size > 0.9 * avail) {
+    close(fd);
     throw UsageError(fmt::format(
         "cannot read '{}': it is {}, and reading a report takes about {} times its size ({}) but "
         "{} is available",
         path, format_bytes(size), kReadFactor, format_bytes(kReadFactor * size),
         format_bytes(avail)));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot read '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw UsageError("cannot read '" + path + "'");
-  json doc = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  const double most = 0.9 * avail / kReadFactor;
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      throw UsageError("cannot read '" + path + "': " + std::strerror(err));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (static_cast<double>(text.size()) > most) {
+      close(fd);
+      throw UsageError(fmt::format(
+          "cannot read '{}': it goes on past {}, more than a report can take in the {} available",
+          path, format_bytes(most), format_bytes(avail)));
+    }
+  }
+  close(fd);
+  return text;
+}
+
+json read_report(const std::string& path) {
+  const std::string text = read_text(path);
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) throw UsageError("'" + path + "' is not valid JSON");
   if (!doc.is_object() || !doc.contains("schema") || doc["schema"] != kReportSchema)
     throw UsageError("'" + path + "' is not a " + std::string(kReportSchema) + " report");

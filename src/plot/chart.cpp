@@ -32,12 +32,59 @@ constexpr const char* kFont = "DejaVu Sans, Noto Sans CJK SC, WenQuanYi Micro He
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                    "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
-// Text for SVG: markup characters escaped, and control characters (which XML 1.0 does not allow)
-// shown as U+FFFD.
+// The code point of the UTF-8 sequence at s[i] and its length; -1 when the bytes there are not
+// one (a stray continuation byte, a sequence cut short, an overlong form, a surrogate).
+int32_t decode_utf8(const std::string& s, size_t i, size_t& len) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b0 = byte(i);
+  int32_t cp;
+  int32_t min;
+  if (b0 < 0x80) {
+    len = 1;
+    return b0;
+  } else if ((b0 & 0xE0) == 0xC0) {
+    len = 2, cp = b0 & 0x1F, min = 0x80;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3, cp = b0 & 0x0F, min = 0x800;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4, cp = b0 & 0x07, min = 0x10000;
+  } else {
+    len = 1;
+    return -1;
+  }
+  if (i + len > s.size()) {
+    len = 1;
+    return -1;
+  }
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) {
+      len = 1;
+      return -1;
+    }
+    cp = (cp << 6) | (byte(i + k) & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    len = 1;
+    return -1;
+  }
+  return cp;
+}
+
+// XML 1.0 allows tab, newline, carriage return, U+0020-U+D7FF, U+E000-U+FFFD and
+// U+10000-U+10FFFF: no other control character, and neither U+FFFE nor U+FFFF.
+bool xml_char(int32_t cp) {
+  return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
+         (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF);
+}
+
+// Text for SVG: markup characters escaped, and what XML 1.0 does not allow (control characters,
+// U+FFFE, U+FFFF, bytes that are not UTF-8) shown as U+FFFD.
 std::string esc(const std::string& s) {
   std::string out;
-  for (char c : s) {
-    switch (c) {
+  for (size_t i = 0; i < s.size();) {
+    size_t len = 1;
+    const int32_t cp = decode_utf8(s, i, len);
+    switch (cp) {
       case '&':
         out += "&amp;";
         break;
@@ -51,11 +98,12 @@ std::string esc(const std::string& s) {
         out += "&quot;";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
-          out += "\xEF\xBF\xBD";
+        if (cp < 0 || !xml_char(cp))
+          out += "\xEF\xBF\xBD";  // U+FFFD: what the SVG cannot hold
         else
-          out += c;
+          out.append(s, i, len);
     }
+    i += len;
   }
   return out;
 }

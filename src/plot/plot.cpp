@@ -25,8 +25,16 @@ using plot::Scale;
 using plot::Series;
 using plot::TickStyle;
 
+// A report's string as an error message quotes it: a NUL shown as \0, since the message travels
+// as a C string (std::exception::what) and would end there.
+std::string shown(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '\0' ? std::string("\\0") : std::string(1, c);
+  return out;
+}
+
 [[noreturn]] void malformed(const std::string& where, const char* what) {
-  throw std::invalid_argument("the report's " + where + " " + what +
+  throw std::invalid_argument("the report's " + shown(where) + " " + what +
                               " (the report does not follow docs/report.schema.json)");
 }
 
@@ -98,8 +106,8 @@ int column_index(const json& table, const std::string& key) {
 const json& column(const json& table, const std::string& key) {
   const int i = column_index(table, key);
   if (i < 0)
-    throw std::invalid_argument("table '" + table.value("id", "") + "' has no column '" + key +
-                                "'");
+    throw std::invalid_argument("table '" + shown(table.value("id", "")) + "' has no column '" +
+                                shown(key) + "'");
   return table["columns"][i];
 }
 
@@ -133,7 +141,7 @@ double seconds_per(const std::string& unit) {
   if (unit == "ms") return 1e-3;
   if (unit == "µs" || unit == "us") return 1e-6;
   if (unit == "ns") return 1e-9;
-  throw std::invalid_argument("unknown time unit '" + unit + "'");
+  throw std::invalid_argument("unknown time unit '" + shown(unit) + "'");
 }
 
 Series column_series(const json& table, const std::string& xkey, const std::string& ykey,
@@ -260,7 +268,7 @@ std::string plot_svg(const json& doc) {
   if (plot::is_io_report(doc)) return plot::render_svg(plot::io_chart(doc));
   if (const json* t = find_table(doc, "cost")) return plot::render_svg(cost_chart(doc, *t));
   if (const json* t = find_table(doc, "bench")) return plot::render_svg(bench_chart(doc, *t));
-  throw std::invalid_argument("no figure for a '" + command +
+  throw std::invalid_argument("no figure for a '" + shown(command) +
                               "' report: plot draws the cost lab (`flashlab lab cost`), the io "
                               "lab (`flashlab lab io`) and `flashlab bench` reports");
 }

@@ -1,6 +1,7 @@
 #include "run/budget.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -17,12 +18,160 @@ HostTensor rounded(DType t, HostTensor x) {
   return x;
 }
 
+double norm_ratio(const Norm2& err, const Norm2& ref) {
+  if (ref.value() > 0) return err.ratio(ref);
+  return 0.0;  // the exact answer is zero: nothing to be relative to (compare() then wants 0)
+}
+
 }  // namespace
 
 const OutputBudget& ErrorBudget::of(const std::string& output) const {
   for (const OutputBudget& o : outputs)
     if (o.output == output) return o;
   throw std::logic_error("no error budget for output " + output);
+}
+
+// How the estimate is formed, row by row of every head, from the reference's O, LSE, dQ, dK, dV
+// and P recomputed as exp(S - LSE). A sum of n terms t computed in any order is off by about
+// u * sqrt(n) * ||t||_2 (rounding errors of random sign); an error shared by every term of a sum
+// (one per row, such as that of LSE or D) adds up coherently instead. For query row i and the keys
+// j it sees (||.||_j the 2-norm over j):
+//
+//   e(S_ij)  = u (sqrt(d) scale ||q_ik k_jk||_k + |S_ij| + |LSE_i|)
+//              the error of the exponent S_ij - LSE_i: softmax turns it into a relative error of
+//              P_ij, so it grows with |S| (a large --scale)
+//   e(LSE_i) = ||P_ij e(S_ij)||_j + u (sqrt(Nk) + |LSE_i|)
+//   e(O_ik)  = ||P_ij e(S_ij) v_jk||_j + e(LSE_i) |O_ik| + u sqrt(Nk) ||P_ij v_jk||_j + u |O_ik|
+//   e(dP_ij) = u sqrt(d) ||dO_ik v_jk||_k + u |dP_ij|
+//   e(D_i)   = ||dO_ik e(O_ik)||_k + u sqrt(d) ||dO_ik O_ik||_k + u |D_i|
+//              D = rowsum(dO * O), which the FA backwards form from the forward's O
+//   e(dS_ij) = P_ij (e(S_ij) |dP_ij - D_i| + e(dP_ij)) + u |dS_ij|, with e(LSE_i) |dS_ij| and
+//              P_ij e(D_i) shared by the row
+//   e(dQ_ik) = scale (||e(dS_ij) k_jk||_j + u sqrt(Nk) ||dS_ij k_jk||_j + e(D_i) |sum_j P_ij k_jk|)
+//              + (e(LSE_i) + u) |dQ_ik|
+//   e(dK_jk) = scale ||(e(dS_ij), e(LSE_i) dS_ij, P_ij e(D_i), u sqrt(Nq) dS_ij) q_ik||_i
+//              + u |dK_jk|
+//   e(dV_jk) = ||((e(S_ij) + e(LSE_i)) P_ij, u sqrt(Nq) P_ij) dO_ik||_i + u |dV_jk|
+//
+// Where dS rows nearly cancel (dQ, dK much smaller than their terms), or |S| is large, the estimate
+// grows with them; it is first order, so the factor 4 covers what it leaves out.
+std::vector<double> rounding_floor(const Problem& p, const Inputs& in, const Forward& ref_fwd,
+                                   const Gradients& ref_grads, double u) {
+  const Shape& s = p.shape;
+  const int64_t Nq = s.Nq, Nk = s.Nk, d = s.d;
+  const double scale = p.softmax_scale();
+  const double sqrt_d = std::sqrt(static_cast<double>(d));
+  const double sqrt_nk = std::sqrt(static_cast<double>(Nk));
+  const int64_t heads = s.heads();
+  // Per head, then combined: the norms of the error estimates and of the reference.
+  std::vector<std::array<Norm2, 5>> err(heads), ref(heads);
+#pragma omp parallel for schedule(dynamic) if (heads > 1)
+  for (int64_t h = 0; h < heads; ++h) {
+    const double* q = in.Q.data() + h * Nq * d;
+    const double* k = in.K.data() + h * Nk * d;
+    const double* v = in.V.data() + h * Nk * d;
+    const double* dO = in.dO.data() + h * Nq * d;
+    const double* O = ref_fwd.O.data() + h * Nq * d;
+    const double* lse = ref_fwd.LSE.data() + h * Nq;
+    const double* dQ = ref_grads.dQ.data() + h * Nq * d;
+    const double* dK = ref_grads.dK.data() + h * Nk * d;
+    const double* dV = ref_grads.dV.data() + h * Nk * d;
+    std::vector<double> P(Nk), eS(Nk), dS(Nk), e_dS(Nk), dK2(Nk * d, 0.0), dV2(Nk * d, 0.0);
+    std::vector<double> o_rand(d), o_sum(d), e_O(d), q_rand(d), q_sum(d), pk(d);
+    std::array<Norm2, 5>& E = err[h];
+    std::array<Norm2, 5>& R = ref[h];
+    const auto sq = [](double x) { return x * x; };
+    for (int64_t i = 0; i < Nq; ++i) {
+      const int64_t last = p.causal ? std::min(Nk - 1, i + p.causal_offset()) : Nk - 1;
+      if (last < 0) continue;  // sees no key: O = 0, LSE = -inf, no gradient from this row
+      const double* qi = q + i * d;
+      const double* doi = dO + i * d;
+      double e_lse2 = 0;
+      for (int64_t j = 0; j <= last; ++j) {
+        double dot = 0, terms = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          const double t = qi[c] * k[j * d + c];
+          dot += t;
+          terms += t * t;
+        }
+        const double S = scale * dot;
+        P[j] = std::exp(S - lse[i]);
+        eS[j] = u * (sqrt_d * scale * std::sqrt(terms) + std::fabs(S) + std::fabs(lse[i]));
+        e_lse2 += sq(P[j] * eS[j]);
+      }
+      const double e_lse = std::sqrt(e_lse2) + u * (sqrt_nk + std::fabs(lse[i]));
+      E[1].add(e_lse);
+      R[1].add(lse[i]);
+      std::fill(o_rand.begin(), o_rand.end(), 0.0);
+      std::fill(o_sum.begin(), o_sum.end(), 0.0);
+      for (int64_t j = 0; j <= last; ++j)
+        for (int64_t c = 0; c < d; ++c) {
+          o_rand[c] += sq(P[j] * eS[j] * v[j * d + c]);
+          o_sum[c] += sq(P[j] * v[j * d + c]);
+        }
+      double D = 0, d_terms = 0, d_from_o = 0;
+      for (int64_t c = 0; c < d; ++c) {
+        const double o = O[i * d + c];
+        e_O[c] =
+            std::sqrt(o_rand[c]) + (e_lse + u) * std::fabs(o) + u * sqrt_nk * std::sqrt(o_sum[c]);
+        E[0].add(e_O[c]);
+        R[0].add(o);
+        D += doi[c] * o;
+        d_terms += sq(doi[c] * o);
+        d_from_o += sq(doi[c] * e_O[c]);
+      }
+      const double e_D = std::sqrt(d_from_o) + u * sqrt_d * std::sqrt(d_terms) + u * std::fabs(D);
+      for (int64_t j = 0; j <= last; ++j) {
+        double dp = 0, dp_terms = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          const double t = doi[c] * v[j * d + c];
+          dp += t;
+          dp_terms += t * t;
+        }
+        const double e_dp = u * sqrt_d * std::sqrt(dp_terms) + u * std::fabs(dp);
+        dS[j] = P[j] * (dp - D);
+        e_dS[j] = P[j] * (eS[j] * std::fabs(dp - D) + e_dp) + u * std::fabs(dS[j]);
+      }
+      // dQ row i; the rows j of dK and dV collect their squares over i.
+      std::fill(q_rand.begin(), q_rand.end(), 0.0);
+      std::fill(q_sum.begin(), q_sum.end(), 0.0);
+      std::fill(pk.begin(), pk.end(), 0.0);
+      for (int64_t j = 0; j <= last; ++j) {
+        const double* kj = k + j * d;
+        const double w_k =
+            sq(e_dS[j]) + sq(e_lse * dS[j]) + sq(P[j] * e_D) + u * u * Nq * sq(dS[j]);
+        const double w_v = sq((eS[j] + e_lse) * P[j]) + u * u * Nq * sq(P[j]);
+        for (int64_t c = 0; c < d; ++c) {
+          q_rand[c] += sq(e_dS[j] * kj[c]);
+          q_sum[c] += sq(dS[j] * kj[c]);
+          pk[c] += P[j] * kj[c];
+          dK2[j * d + c] += w_k * sq(qi[c]);
+          dV2[j * d + c] += w_v * sq(doi[c]);
+        }
+      }
+      for (int64_t c = 0; c < d; ++c)
+        E[2].add(scale * (std::sqrt(q_rand[c]) + u * sqrt_nk * std::sqrt(q_sum[c]) +
+                          e_D * std::fabs(pk[c])) +
+                 (e_lse + u) * std::fabs(dQ[i * d + c]));
+    }
+    for (int64_t x = 0; x < Nq * d; ++x) R[2].add(dQ[x]);
+    for (int64_t x = 0; x < Nk * d; ++x) {
+      E[3].add(scale * std::sqrt(dK2[x]) + u * std::fabs(dK[x]));
+      R[3].add(dK[x]);
+      E[4].add(std::sqrt(dV2[x]) + u * std::fabs(dV[x]));
+      R[4].add(dV[x]);
+    }
+  }
+  std::vector<double> floors(5);
+  for (int x = 0; x < 5; ++x) {
+    Norm2 e, r;
+    for (int64_t h = 0; h < heads; ++h) {
+      e.add(err[h][x].value());
+      r.add(ref[h][x].value());
+    }
+    floors[x] = norm_ratio(e, r);
+  }
+  return floors;
 }
 
 ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& ref_fwd,
@@ -34,36 +183,46 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
   const DType lse_type = p.dtype == DType::f64 ? DType::f64 : DType::f32;
 
   ErrorBudget b;
-  const auto add = [&](const char* name, double lowp_rel, double rounded_rel) {
-    OutputBudget o{name, lowp_rel, rounded_rel, floor, 0.0};
-    o.budget_rel = kBudgetFactor * std::max({lowp_rel, rounded_rel, floor});
+  const auto add = [&](const char* name, double lowp_rel, double rounded_rel, double floor_rel) {
+    OutputBudget o{name, lowp_rel, rounded_rel, floor_rel, 0.0};
+    const double want = kBudgetFactor * std::max({lowp_rel, rounded_rel, floor_rel});
+    o.capped = !(want < kBudgetCeiling);
+    o.budget_rel = o.capped ? kBudgetCeiling : want;
     b.outputs.push_back(o);
   };
-  // fp64: the straightforward computation is the reference, and rounding changes nothing.
+  // fp64: the straightforward computation is the reference, and rounding changes nothing; the
+  // floor is the estimate of what a correct computation's rounding does to this problem.
   if (p.dtype == DType::f64) {
-    for (const char* name : {"O", "LSE", "dQ", "dK", "dV"}) add(name, 0.0, 0.0);
+    const std::vector<double> est = rounding_floor(p, in, ref_fwd, ref_grads, u_acc);
+    int x = 0;
+    for (const char* name : {"O", "LSE", "dQ", "dK", "dV"})
+      add(name, 0.0, 0.0, std::max(floor, est[x++]));
     return b;
   }
   Forward lf = reference::lowp_forward(p, in);
   Gradients lg = reference::lowp_backward(p, in, lf);
-  add("O", compare(lf.O, ref_fwd.O).rel, compare(rounded(p.dtype, ref_fwd.O), ref_fwd.O).rel);
+  add("O", compare(lf.O, ref_fwd.O).rel, compare(rounded(p.dtype, ref_fwd.O), ref_fwd.O).rel,
+      floor);
   add("LSE", compare_lse(lf.LSE, ref_fwd.LSE).rel,
-      compare_lse(rounded(lse_type, ref_fwd.LSE), ref_fwd.LSE).rel);
+      compare_lse(rounded(lse_type, ref_fwd.LSE), ref_fwd.LSE).rel, floor);
   add("dQ", compare(lg.dQ, ref_grads.dQ).rel,
-      compare(rounded(p.dtype, ref_grads.dQ), ref_grads.dQ).rel);
+      compare(rounded(p.dtype, ref_grads.dQ), ref_grads.dQ).rel, floor);
   add("dK", compare(lg.dK, ref_grads.dK).rel,
-      compare(rounded(p.dtype, ref_grads.dK), ref_grads.dK).rel);
+      compare(rounded(p.dtype, ref_grads.dK), ref_grads.dK).rel, floor);
   add("dV", compare(lg.dV, ref_grads.dV).rel,
-      compare(rounded(p.dtype, ref_grads.dV), ref_grads.dV).rel);
+      compare(rounded(p.dtype, ref_grads.dV), ref_grads.dV).rel, floor);
   return b;
 }
 
 std::string budget_definition() {
-  return "budget_rel = 4 * max(rel error of a straightforward storage-dtype computation (fp32 "
-         "accumulation, P and dS rounded to the dtype), rel error of the fp64 reference rounded to "
-         "the dtype, u_acc * sqrt(max(Nq, Nk, d))), where rel(x) = ||x - ref||_2 / ||ref||_2 "
-         "and u_acc is the unit roundoff of the accumulation (fp64 for fp64, else fp32); NaN or "
-         "Inf always fails";
+  return "budget_rel = min(0.5, 4 * max(rel error of a straightforward storage-dtype computation "
+         "(fp32 accumulation, P and dS rounded to the dtype; none for fp64), rel error of the fp64 "
+         "reference rounded to the dtype, floor)), where rel(x) = ||x - ref||_2 / ||ref||_2; the "
+         "floor is u_acc * sqrt(max(Nq, Nk, d)) with u_acc the unit roundoff of fp32, and for fp64 "
+         "the larger of that (u_acc of fp64) and an estimate of the rounding error of a correct "
+         "fp64 computation of this problem (growing with |S| and with cancellation); the ceiling "
+         "0.5 makes a zero output (rel 1) fail, also where the dtype cannot resolve the exact "
+         "answer; NaN or Inf always fails";
 }
 
 json budget_json(const ErrorBudget& b) {
@@ -72,9 +231,11 @@ json budget_json(const ErrorBudget& b) {
     per[o.output] = {{"lowp_rel", o.lowp_rel},
                      {"rounded_rel", o.rounded_rel},
                      {"floor_rel", o.floor_rel},
-                     {"budget_rel", o.budget_rel}};
+                     {"budget_rel", o.budget_rel},
+                     {"capped", o.capped}};
   return {{"factor", kBudgetFactor},
           {"floor_units", kFloorUnits},
+          {"ceiling", kBudgetCeiling},
           {"definition", budget_definition()},
           {"outputs", per}};
 }

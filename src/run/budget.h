@@ -2,19 +2,28 @@
 //
 // For each output X (O, LSE, dQ, dK, dV):
 //
-//   budget_rel(X) = 4 * max( rel(lowp X),  rel(round(ref X)),  floor )
-//   floor         = u_acc * sqrt(n)
+//   budget_rel(X) = min( ceiling,  4 * max( rel(lowp X),  rel(round(ref X)),  floor(X) ) )
 //
 // rel(lowp X)       the error of a straightforward computation in the storage dtype (fp32
 //                   accumulation, P and dS rounded to the dtype, dS formed from the rounded P;
 //                   reference::lowp_*). The FA backward kernels and their CPU twins form dS from
-//                   the unrounded P, so they sit at or below this on dQ and dK.
+//                   the unrounded P, so they sit at or below this on dQ and dK. fp64 has none: the
+//                   straightforward computation is the reference itself.
 // rel(round(ref X)) the error of storing the exact answer in the dtype (LSE: in fp32 unless fp64)
-// floor             summation order alone moves results by about u_acc * sqrt(n) even where the
-//                   dtype forces no error (fp64): u_acc is the unit roundoff of the accumulation
-//                   (fp64 for fp64, fp32 otherwise), n the longest sum, max(Nq, Nk, d).
-// rel(a) = ||a - ref||_2 / ||ref||_2. A version passes when every output it writes has
-// rel <= budget_rel and holds no NaN or Inf.
+// floor(X)          what rounding in the accumulation type alone moves X by, even where the dtype
+//                   forces no error (fp64):
+//                     fp64: an estimate of the rounding error of a correct computation for this
+//                           very problem (rounding_floor below): it grows with |S| (an error in S
+//                           is an error in the exponent of P) and with cancellation in the sums
+//                           that form X (dS rows sum to zero, so dQ and dK can be far smaller than
+//                           their terms);
+//                     other dtypes: u_acc * sqrt(max(Nq, Nk, d)), u_acc the unit roundoff of fp32;
+//                           the straightforward computation measures the rest.
+// ceiling           0.5: a zero output (rel = 1) always fails. Where the dtype cannot resolve the
+//                   exact answer (true values that underflow in it, or that rounding swamps), the
+//                   output fails: nothing it holds can be told from zero.
+// rel(a) = ||a - ref||_2 / ||ref||_2 (0 when both are zero). A version passes when every output it
+// writes has rel <= budget_rel and holds no NaN or Inf.
 #pragma once
 
 #include <string>
@@ -27,6 +36,7 @@ namespace flashlab {
 
 inline constexpr double kBudgetFactor = 4.0;
 inline constexpr double kFloorUnits = 1.0;
+inline constexpr double kBudgetCeiling = 0.5;
 
 struct OutputBudget {
   std::string output;      // "O", "LSE", "dQ", "dK", "dV"
@@ -34,6 +44,7 @@ struct OutputBudget {
   double rounded_rel = 0;  // rel error of the reference rounded to the dtype
   double floor_rel = 0;
   double budget_rel = 0;
+  bool capped = false;  // the ceiling set the budget: the dtype cannot resolve this output
 };
 
 struct ErrorBudget {
@@ -44,6 +55,12 @@ struct ErrorBudget {
 // Runs the storage-dtype computation once (skipped for fp64, where it is the reference itself).
 ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& ref_fwd,
                            const Gradients& ref_grads);
+
+// The fp64 rounding floor of each output (O, LSE, dQ, dK, dV, in that order) for unit roundoff u:
+// ||e(X)||_2 / ||ref X||_2, with e(X) a first-order estimate of each element's rounding error
+// (budget.cpp says how it is formed). One pass over every (query, key) pair, like the reference.
+std::vector<double> rounding_floor(const Problem& p, const Inputs& in, const Forward& ref_fwd,
+                                   const Gradients& ref_grads, double u);
 
 // The definition above, for reports and the README.
 std::string budget_definition();

@@ -1,10 +1,12 @@
 #include "run/dump.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "run/validate.h"
 #include "util/error.h"
@@ -15,23 +17,42 @@ namespace flashlab {
 
 namespace fs = std::filesystem;
 
+// The index and the listing come from one open directory: another run that swaps its dump in
+// meanwhile cannot make them disagree (and the directory look like someone else's files).
 bool is_earlier_dump(const fs::path& dir) {
-  std::ifstream in(dir / "index.json", std::ios::binary);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const json index = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (!index.is_object() || !index.contains("schema") || index["schema"] != kDumpSchema ||
-      !index.contains("files") || !index["files"].is_array())
+  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return false;
+  std::string text;
+  const int ifd = openat(dfd, "index.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (ifd >= 0) {
+    char buf[1 << 16];
+    for (ssize_t n; (n = read(ifd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    close(ifd);
+  }
+  DIR* listing = fdopendir(dfd);  // takes dfd
+  if (!listing) {
+    close(dfd);
     return false;
+  }
+  const json index = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  bool ok = ifd >= 0 && index.is_object() && index.contains("schema") &&
+            index["schema"] == kDumpSchema && index.contains("files") && index["files"].is_array();
   std::set<std::string> listed = {"index.json"};
-  for (const json& f : index["files"])
-    if (f.is_object() && f.contains("file") && f["file"].is_string())
-      listed.insert(f["file"].get<std::string>());
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (!e.is_regular_file() || !listed.count(e.path().filename().string())) return false;
-  return !ec;
+  if (ok)
+    for (const json& f : index["files"])
+      if (f.is_object() && f.contains("file") && f["file"].is_string())
+        listed.insert(f["file"].get<std::string>());
+  while (ok) {
+    const dirent* e = readdir(listing);
+    if (!e) break;
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    ok = fstatat(dirfd(listing), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+         listed.count(name) > 0;
+  }
+  closedir(listing);
+  return ok;
 }
 
 OutputTarget check_dump_target(const RunConfig& c) {

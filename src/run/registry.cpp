@@ -22,6 +22,8 @@ const std::vector<VersionInfo>& all() {
       v.push_back(VersionInfo{*f.entry, f.folder, f.exercise, f.cuda, f.cuda_absent, f.cuda_targets,
                               std::span(f.sources, f.source_count)});
     }
+    const std::string twice = duplicate_ids(v);
+    if (!twice.empty()) throw std::logic_error(twice);
     return v;
   }();
   return list;
@@ -44,6 +46,17 @@ bool runs_on(const std::string& target, int major, int minor) {
 }
 
 }  // namespace
+
+std::string duplicate_ids(std::span<const VersionInfo> list) {
+  for (size_t i = 0; i < list.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (std::string(list[i].id) == list[j].id)
+        return fmt::format(
+            "this build registers the version id '{}' twice ({} and {}): every id names one "
+            "version; change the .id in one of the folders and build again",
+            list[i].id, list[j].folder, list[i].folder);
+  return "";
+}
 
 std::span<const VersionInfo> versions() {
   return all();

@@ -24,8 +24,11 @@ struct VersionInfo : VersionEntry {
   std::span<const SourceHash> sources;
 };
 
-// The ladder, then the exercises, each in folder order.
+// The ladder, then the exercises, each in folder order. Throws std::logic_error, naming both
+// folders, when two entries have one id (see duplicate_ids).
 std::span<const VersionInfo> versions();
+// "" when every id in the list is its own; else the message that names the id and its folders.
+std::string duplicate_ids(std::span<const VersionInfo> list);
 // nullptr when no version has this id.
 const VersionInfo* find_version(const std::string& id);
 // The version whose forward the backward-only versions take O and LSE from: the one entry that

@@ -171,9 +171,15 @@ void judge(VersionOutcome& v, const RunOutcome& ref) {
     const auto it = v.errors.find(name);
     if (it == v.errors.end()) continue;
     const ErrorStats& e = it->second;
-    const double budget = ref.budget.of(name).budget_rel;
+    const OutputBudget& b = ref.budget.of(name);
+    const double budget = b.budget_rel;
     if (!e.finite)
       v.failures.push_back(fmt::format("{} holds NaN or Inf", name));
+    else if (!(e.rel <= budget) && b.capped)
+      v.failures.push_back(fmt::format(
+          "{} rel error {:.2e} > budget {:.2e}, the ceiling: the exact {} is below what the dtype "
+          "resolves here (it underflows or rounding swamps it), so no output can be told from zero",
+          name, e.rel, budget, name));
     else if (!(e.rel <= budget))
       v.failures.push_back(fmt::format("{} rel error {:.2e} > budget {:.2e}", name, e.rel, budget));
   }
@@ -337,9 +343,12 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
         fmt::format("Backward-only versions take O and LSE from the {} forward on {}.",
                     feeding_forward().id, to_string(c.backend)));
   rep.observations.push_back(fmt::format(
-      "fp64 reference (forward + backward from stored P) took {:.2f} s; the error budget's "
-      "straightforward {} computation took {:.2f} s.",
-      r.reference_s, to_string(p.dtype), r.budget_s));
+      "fp64 reference (forward + backward from stored P) took {:.2f} s; the error budget's {} "
+      "took {:.2f} s.",
+      r.reference_s,
+      p.dtype == DType::f64 ? "estimate of the fp64 rounding floor"
+                            : "straightforward " + to_string(p.dtype) + " computation",
+      r.budget_s));
 
   for (const std::string& n : c.notes) rep.observations.push_back(n);
   rep.figures["reference_time"] = {{"value", r.reference_s}, {"unit", "s"}};
