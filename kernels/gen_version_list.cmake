@@ -24,14 +24,18 @@ set(count 0)
 foreach(line ${lines})
   string(REPLACE "|" ";" f "${line}")
   list(GET f 0 sym)
-  if(sym STREQUAL "shared")
+  if(sym STREQUAL "shared" OR sym STREQUAL "harness")
     list(LENGTH f nf)
-    set(shared "")
+    set(files "")
     if(nf GREATER 1)
-      list(GET f 1 shared)
-      string(REPLACE "," ";" shared "${shared}")
+      list(GET f 1 files)
+      string(REPLACE "," ";" files "${files}")
     endif()
-    hash_table(kShared "${shared}" t)
+    if(sym STREQUAL "shared")
+      hash_table(kShared "${files}" t)
+    else()
+      hash_table(kHarness "${files}" t)
+    endif()
     string(APPEND tables "${t}")
     continue()
   endif()
@@ -85,6 +89,8 @@ ${records}};
 const size_t kFolderCount = ${count};
 const SourceHash* const kSharedSources = kShared;
 const size_t kSharedSourceCount = std::size(kShared);
+const SourceHash* const kHarnessSources = kHarness;
+const size_t kHarnessSourceCount = std::size(kHarness);
 
 }  // namespace flashlab::generated
 ")

@@ -40,9 +40,10 @@ class HostileHandins : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new ScratchDir;
-    const CliResult r = run_cli("run --versions tiled,atomic-dq --dtype fp64 -N 32 -d 8 "
-                                "--repeats 1 --json " +
-                                quoted(*dir_ / "run.json"));
+    const CliResult r = run_cli(
+        "run --versions tiled,atomic-dq --dtype fp64 -N 32 -d 8 "
+        "--repeats 1 --json " +
+        quoted(*dir_ / "run.json"));
     ASSERT_EQ(r.status, 0) << r.err;
     const CliResult g = run_cli("gradcheck --json " + quoted(*dir_ / "gc.json"));
     ASSERT_EQ(g.status, 0) << g.err;
@@ -61,9 +62,9 @@ class HostileHandins : public ::testing::Test {
     return verify_path(path, rerun);
   }
   static CliResult verify_path(const std::string& path, bool rerun) {
-    return run_cli("verify " + quoted(path) + " --root " + quoted(kSource) +
-                       (rerun ? " --rerun" : ""),
-                   kLimitS, kMemoryMiB);
+    return run_cli(
+        "verify " + quoted(path) + " --root " + quoted(kSource) + (rerun ? " --rerun" : ""),
+        kLimitS, kMemoryMiB);
   }
 
   static ScratchDir* dir_;
@@ -113,12 +114,8 @@ TEST_F(HostileHandins, LongStringsAreRefusedNotMatched) {
   std::mt19937_64 rng(2601);
   // Strings the schema matches against a pattern, and strings it only types.
   const std::vector<std::pair<std::string, std::string>> fields = {
-      {"/command", "lab "},
-      {"/tool/version", "1.0."},
-      {"/sources/shared/folder", "kernels/"},
-      {"/created_utc", "2026-"},
-      {"/machine/cpu", ""},
-      {"/config/backend", ""},
+      {"/command", "lab "},      {"/tool/version", "1.0."}, {"/sources/shared/folder", "kernels/"},
+      {"/created_utc", "2026-"}, {"/machine/cpu", ""},      {"/config/backend", ""},
       {"/config/dtype", ""},
   };
   for (int round = 0; round < 2; ++round)

@@ -25,5 +25,7 @@ extern const FolderRecord kFolders[];
 extern const size_t kFolderCount;
 extern const SourceHash* const kSharedSources;
 extern const size_t kSharedSourceCount;
+extern const SourceHash* const kHarnessSources;  // src/, reference/, labs/
+extern const size_t kHarnessSourceCount;
 
 }  // namespace flashlab::generated

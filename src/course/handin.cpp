@@ -37,22 +37,23 @@ struct Fd {
 };
 
 std::string read_bounded(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) throw UsageError("cannot read '" + path + "': no such file");
     throw UsageError("cannot read '" + path + "': " + std::strerror(errno));
   }
   // Checked before the file is opened: opening a device or a FIFO can block or have effects.
-  if (!S_ISREG(st.st_mode)) throw UsageError("cannot read '" + path + "': it is " +
-                                             kind_of(st.st_mode) + ", not a report file");
+  if (!S_ISREG(st.st_mode))
+    throw UsageError("cannot read '" + path + "': it is " + kind_of(st.st_mode) +
+                     ", not a report file");
   Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)};
   if (f.fd < 0) throw UsageError("cannot read '" + path + "': " + std::strerror(errno));
   // And again on what was opened, which may not be what was looked at.
   if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
     throw UsageError("cannot read '" + path + "': not a regular file");
   if (st.st_size > kMaxHandinBytes)
-    throw UsageError(fmt::format("'{}' is {} bytes; a report is at most {} bytes", path,
-                                 st.st_size, kMaxHandinBytes));
+    throw UsageError(fmt::format("'{}' is {} bytes; a report is at most {} bytes", path, st.st_size,
+                                 kMaxHandinBytes));
   std::string text;
   char buf[1 << 16];
   for (;;) {
@@ -108,10 +109,10 @@ const char* type_name(const json& v) {
 
 // A key as a message shows it: plain when it is a short identifier, else quoted and cut short.
 std::string key_text(const std::string& key) {
-  const bool plain = !key.empty() && key.size() <= 64 &&
-                     std::all_of(key.begin(), key.end(), [](char c) {
-                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-                     });
+  const bool plain =
+      !key.empty() && key.size() <= 64 && std::all_of(key.begin(), key.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      });
   return plain ? key : brief(json(key), 60);
 }
 
@@ -131,9 +132,10 @@ json load_handin(const std::string& path) {
   const std::string text = read_bounded(path);
   const int depth = nesting_depth(text, kMaxHandinDepth);
   if (depth > kMaxHandinDepth)
-    throw UsageError(fmt::format("'{}' nests arrays or objects more than {} levels deep: not a "
-                                 "report",
-                                 path, kMaxHandinDepth));
+    throw UsageError(
+        fmt::format("'{}' nests arrays or objects more than {} levels deep: not a "
+                    "report",
+                    path, kMaxHandinDepth));
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
@@ -150,8 +152,8 @@ std::string brief(const json& v, size_t max_chars) {
   else if (v.is_array())
     s = fmt::format("an array of {} items", v.size());
   else if (v.is_string() && v.get_ref<const std::string&>().size() > max_chars)
-    s = json(v.get_ref<const std::string&>().substr(0, max_chars)).dump(
-            -1, ' ', false, json::error_handler_t::replace) +
+    s = json(v.get_ref<const std::string&>().substr(0, max_chars))
+            .dump(-1, ' ', false, json::error_handler_t::replace) +
         "...";
   else
     s = v.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -192,8 +194,8 @@ int64_t int_field(const json& obj, const std::string& key, const std::string& wh
   // An unsigned value above int64's range would wrap: compare it as unsigned first.
   if (v.is_number_unsigned() &&
       v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    throw UsageError(fmt::format("{} must be in {}..{} (it is {})", name_of(key, where), lo, hi,
-                                 brief(v)));
+    throw UsageError(
+        fmt::format("{} must be in {}..{} (it is {})", name_of(key, where), lo, hi, brief(v)));
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi)
     throw UsageError(

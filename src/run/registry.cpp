@@ -8,6 +8,7 @@
 
 #include "core/version_list.h"
 #include "cuda/runner.h"
+#include "hashed_sources.h"
 
 namespace flashlab {
 
@@ -120,6 +121,14 @@ std::string cuda_unavailable(const VersionInfo& v) {
 
 std::span<const SourceHash> shared_sources() {
   return {generated::kSharedSources, generated::kSharedSourceCount};
+}
+
+std::span<const SourceHash> harness_sources() {
+  return {generated::kHarnessSources, generated::kHarnessSourceCount};
+}
+
+std::span<const char* const> harness_dirs() {
+  return kHarnessDirs;
 }
 
 }  // namespace flashlab

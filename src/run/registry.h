@@ -46,4 +46,9 @@ std::string cuda_unavailable_on(const VersionInfo& v, int cc_major, int cc_minor
 // The shared sources every version builds on (kernels/common), hashed like a version's folder.
 std::span<const SourceHash> shared_sources();
 
+// The harness every figure goes through (src/, reference/, labs/), hashed by the same rule.
+std::span<const SourceHash> harness_sources();
+// Those folders: {"src", "reference", "labs"}.
+std::span<const char* const> harness_dirs();
+
 }  // namespace flashlab
