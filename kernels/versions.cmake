@@ -53,6 +53,9 @@ inline constexpr const char* kUnhashedRegex = R\"regex(${FLASHLAB_UNHASHED_REGEX
 
 // The folders of the harness set (everything outside kernels/ that can change a figure).
 inline constexpr const char* kHarnessDirs[] = {\"${_harness_dirs}\"};
+
+// The tree this binary was built from: a report warns when its sources have changed since.
+inline constexpr const char* kBuiltFrom = R\"path(${CMAKE_SOURCE_DIR})path\";
 " @ONLY)
 
 # Lists every hashed file of a directory and its subfolders, sorted.

@@ -129,6 +129,31 @@ TEST(Isolation, ALabThatTakesAStarterFailsWithItsJson) {
   }
 }
 
+TEST(Isolation, ExerciseOnesDCheckFitsHalfPrecision) {
+  // The solution of exercise 1 passes in fp16 and bf16 too: its D check allows for O's rounding.
+  const VersionInfo solved{folders::v_solution_ex1_ds,
+                           "kernels/exercises/ex1_ds",
+                           true,
+                           nullptr,
+                           "a solution under test",
+                           "",
+                           {}};
+  for (const DType dt : {DType::f16, DType::bf16, DType::f32, DType::f64})
+    for (const bool causal : {false, true}) {
+      RunConfig c;
+      c.problem = testing::make_problem(1, 2, 96, 80, 32, causal, dt);
+      c.versions = {&solved};
+      c.repeats = 1;
+      c.warmup = 0;
+      c.seed = 26;
+      Progress quiet;
+      const RunOutcome out = run_versions(c, quiet);
+      SCOPED_TRACE(to_string(dt));
+      EXPECT_EQ(out.versions.front().not_implemented, "");
+      EXPECT_TRUE(out.versions.front().ok());
+    }
+}
+
 // atomic-dq's backward with dQ halved: a wrong answer that runs.
 void halved_dq(const Problem& p, const Inputs& in, const Forward& f, const CpuOptions& o,
                Gradients& g, Counters& c) {

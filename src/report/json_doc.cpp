@@ -100,7 +100,7 @@ json to_json(const Report& r) {
   doc["command"] = r.command;
   doc["tool"] = {{"name", "flashlab"},
                  {"version", FLASHLAB_TOOL_VERSION},
-                 {"git_commit", FLASHLAB_GIT_COMMIT}};
+                 {"git_commit", built_commit()}};
   doc["created_utc"] = utc_now();
   doc["machine"] = machine_json();
   doc["config"] = r.config.is_null() ? json::object() : sanitize(r.config);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "core/version_list.h"
 #include "cuda/runner.h"
 #include "hashed_sources.h"
+#include "util/sha256.h"
 
 namespace flashlab {
 
@@ -129,6 +131,28 @@ std::span<const SourceHash> harness_sources() {
 
 std::span<const char* const> harness_dirs() {
   return kHarnessDirs;
+}
+
+const char* built_commit() {
+  return generated::kBuiltCommit;
+}
+
+std::vector<std::string> changed_since_build() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(fs::path(kBuiltFrom) / "kernels", ec)) return out;
+  const auto compare = [&](std::span<const SourceHash> files) {
+    for (const SourceHash& h : files) {
+      const fs::path p = fs::path(kBuiltFrom) / h.path;
+      if (!fs::is_regular_file(p, ec) || sha256_file(p.string()).value_or("") != h.sha256)
+        out.push_back(h.path);
+    }
+  };
+  for (const VersionInfo& v : versions()) compare(v.sources);
+  compare(shared_sources());
+  compare(harness_sources());
+  return out;
 }
 
 }  // namespace flashlab

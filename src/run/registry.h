@@ -8,6 +8,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/device_api.h"
 #include "core/version.h"
@@ -50,5 +51,12 @@ std::span<const SourceHash> shared_sources();
 std::span<const SourceHash> harness_sources();
 // Those folders: {"src", "reference", "labs"}.
 std::span<const char* const> harness_dirs();
+
+// The commit the sources were at when this binary was built ("-dirty" when they had changes).
+const char* built_commit();
+
+// The hashed files of the tree this binary was built from that have changed since (the binary is
+// older than its sources): their paths, or nothing when they match or the tree is not here.
+std::vector<std::string> changed_since_build();
 
 }  // namespace flashlab
