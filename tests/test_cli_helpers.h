@@ -84,6 +84,17 @@ inline CliResult run_cli(const std::string& args, int limit_s = 120, int data_li
   return r;
 }
 
+// A copy, under `dir`, of what `flashlab verify` hashes in a tree: kernels/, src/, reference/,
+// labs/ (and the top CMakeLists.txt). Returns the copy's root.
+inline std::string copy_hashed_tree(const std::string& source, const fs::path& dir) {
+  const fs::path root = dir / "tree";
+  fs::create_directories(root);
+  for (const char* d : {"kernels", "src", "reference", "labs"})
+    fs::copy(fs::path(source) / d, root / d, fs::copy_options::recursive);
+  fs::copy_file(fs::path(source) / "CMakeLists.txt", root / "CMakeLists.txt");
+  return root.string();
+}
+
 // Shell single quotes around a path.
 inline std::string quoted(const std::string& s) {
   std::string q(1, '\'');

@@ -173,13 +173,9 @@ TEST(Reports, RecordTheSourcesOfTheVersionsTheyRan) {
   EXPECT_FALSE(json::parse(slurp(dir / "l.json")).contains("sources"));
 }
 
-// A copy of the tree's kernels/ (what verify hashes) in a scratch directory.
+// A copy of what verify hashes in the tree, in a scratch directory.
 std::string copy_kernels(const ScratchDir& dir) {
-  const std::string root = dir / "tree";
-  fs::create_directories(root);
-  fs::copy(kSource + "/kernels", root + "/kernels", fs::copy_options::recursive);
-  fs::copy_file(kSource + "/CMakeLists.txt", root + "/CMakeLists.txt");
-  return root;
+  return testing::copy_hashed_tree(kSource, dir.path());
 }
 
 TEST(Verify, MatchesAnUntouchedReportAndNamesAChangedLine) {
@@ -222,16 +218,21 @@ TEST(Verify, MatchesAnUntouchedReportAndNamesAChangedLine) {
 TEST(Verify, BadInputIsOneLineAndExitTwo) {
   ScratchDir dir;
   std::ofstream(dir / "not.json") << "{\"schema\": ";
+  fs::create_directories(dir / "empty");
   std::ofstream(dir / "other.json") << R"({"schema": "flashlab.report/v1", "command": "run"})";
   ASSERT_EQ(run_cli("list --json " + quoted(dir / "list.json")).status, 0);
   ASSERT_EQ(run_cli("lab causal --json " + quoted(dir / "causal.json")).status, 0);
+  json all = json::parse(slurp(dir / "causal.json"));
+  all["command"] = "lab all";  // (a merged report: its labs are rerun one by one)
+  std::ofstream(dir / "all.json") << all.dump();
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"verify " + quoted(dir / "missing.json"), "no such file"},
-      {"verify " + quoted(dir.path().string()), "is a directory"},
+      {"verify " + quoted(dir / "empty"), "no *.json hand-ins in the folder"},
       {"verify " + quoted(dir / "not.json"), "is not JSON"},
       {"verify " + quoted(dir / "other.json"), "is not a flashlab.report/v1 report"},
       {"verify " + quoted(dir / "list.json"), "records no sources"},
-      {"verify " + quoted(dir / "causal.json") + " --rerun", "--rerun repeats run and gradcheck"},
+      {"verify " + quoted(dir / "all.json") + " --rerun",
+       "--rerun repeats run, gradcheck and single-lab reports"},
       {"verify " + quoted(dir / "causal.json") + " --root " + quoted(dir.path().string()),
        "no flashlab tree"},
   };

@@ -5,6 +5,7 @@
 
 #include "build_info.h"
 #include "report/json_doc.h"
+#include "run/registry.h"
 #include "test_cli_helpers.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -38,7 +39,7 @@ TEST(ReportJson, DocumentShape) {
   EXPECT_EQ(doc["command"], "run");
   EXPECT_EQ(doc["tool"]["name"], "flashlab");
   EXPECT_EQ(doc["tool"]["version"], FLASHLAB_TOOL_VERSION);
-  EXPECT_EQ(doc["tool"]["git_commit"], FLASHLAB_GIT_COMMIT);
+  EXPECT_EQ(doc["tool"]["git_commit"], std::string(built_commit()));
   EXPECT_TRUE(doc["machine"]["cores"].get<int>() >= 1);
   EXPECT_FALSE(doc["machine"]["cpu"].get<std::string>().empty());
   EXPECT_EQ(doc["config"]["seed"], 7);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
 
 #include "core/rng.h"
 #include "reference/attention.h"
@@ -86,6 +87,15 @@ GradcheckCase run_case(const GradcheckConfig& c, bool causal,
       v->cpu_backward(p, in, v->cpu_forward != nullptr ? own : tiled, opt, g, counters);
     } catch (const NotImplemented& e) {
       row.not_implemented = e.what();
+      out.versions.push_back(row);
+      continue;
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {
+      // One version's failure is its FAIL line; the others are still checked.
+      row.not_implemented = std::string("error: ") + e.what();
       out.versions.push_back(row);
       continue;
     }

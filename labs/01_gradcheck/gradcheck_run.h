@@ -34,7 +34,9 @@ struct GradcheckVersion {
   std::string id;               // registry id of a CPU backward version
   double max_vs_standard;       // max over dQ, dK, dV of |grad - standard backward|
   double max_vs_fd;             // max over the checked elements of |grad - finite difference|
-  std::string not_implemented;  // set when the version is a starter with a step still to write
+  // Set when the version is a starter with a step still to write ("not implemented: ..."), or
+  // threw anything else ("error: ...").
+  std::string not_implemented;
 };
 
 struct GradcheckCase {

@@ -17,7 +17,9 @@
 #include "labs/common/lab_util.h"
 #include "labs/lab.h"
 #include "run/registry.h"
+#include "run/runner.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace flashlab::lab {
 
@@ -98,11 +100,7 @@ std::pair<Measured, Measured> time_gpu_hopper(const Problem& p, uint64_t seed) {
                    counted_flop_ratio(hd, p, blocks(128, 128), h)}};
 }
 
-// FA2's FLOP convention: forward 4*B*H*Nq*Nk*d, halved when causal.
-double fwd_flops(const Problem& p) {
-  const Shape& s = p.shape;
-  return 4.0 * s.heads() * s.Nq * s.Nk * s.d * (p.causal ? 0.5 : 1.0);
-}
+// (FA2's FLOP convention, forward 4*B*H*Nq*Nk*d halved when causal: fwd_flops of run/config.h.)
 
 }  // namespace
 
@@ -185,6 +183,33 @@ Report bwd_ratio(const LabOptions& o) {
   }
   r.tables.push_back(std::move(t));
   r.figures["time_ratio_min"] = {{"value", lo}, {"unit", "ratio"}};
+  // A student's backward is timed only if it is right: its gradients are checked against the fp64
+  // reference and the error budget first (CPU, fp32, causal and not), as `flashlab run` would.
+  if (!o.versions.empty()) {
+    for (const bool causal : {false, true}) {
+      RunConfig c;
+      c.problem = make_problem(1, 192, 64, causal, DType::f32);
+      c.versions = {&bwd};
+      c.seed = o.seed;
+      c.repeats = 1;
+      c.warmup = 0;
+      Progress quiet;
+      const RunOutcome out = run_versions(c, quiet);
+      const VersionOutcome& v = out.versions.front();
+      if (v.ok()) continue;
+      std::string why;
+      for (const std::string& f : v.failures) why += (why.empty() ? "" : "; ") + f;
+      r.observations.push_back(
+          zh(o) ? fmt::format("FAIL {}：它的梯度不对（N = 192，fp32，causal = {}）：{}。"
+                              "错的反向的耗时没有意义。",
+                              bwd.id, causal, why)
+                : fmt::format("FAIL {}: its gradients are wrong (N = 192, fp32, causal = {}): {}. "
+                              "A wrong backward's time means nothing.",
+                              bwd.id, causal, why));
+      r.ok = false;
+      break;
+    }
+  }
   r.figures["time_ratio_max"] = {{"value", hi}, {"unit", "ratio"}};
 
   double hlo = 1e9, hhi = 0, dlo = 1e9, dhi = 0;  // hopper's and hopper-deterministic's ratios

@@ -50,7 +50,8 @@ Report io_lab(const LabOptions& o, const IoSetup& setup) {
       ceilings_error = e.what();
     }
   }
-  const std::vector<PassRun> all = collect(measure ? &setup.run : nullptr);
+  std::vector<std::string> left_out;
+  const std::vector<PassRun> all = collect(measure ? &setup.run : nullptr, &left_out);
   const std::vector<Ratio> rs = ratios(all);
 
   rep.config = {{"backend", gpu ? "cuda" : "cpu"},
@@ -103,6 +104,9 @@ Report io_lab(const LabOptions& o, const IoSetup& setup) {
   if (!ceilings_error.empty())
     rep.observations.push_back(zh(o) ? "上限没有测到：" + ceilings_error
                                      : "The ceilings were not measured: " + ceilings_error);
+  for (const std::string& l : left_out)
+    rep.observations.push_back(zh(o) ? "未计入（还没写完）：" + l
+                                     : "Left out (not finished): " + l);
   return rep;
 }
 

@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "cuda/runner.h"
 #include "run/registry.h"
+#include "util/error.h"
 #include "util/format.h"
 
 namespace flashlab::lab::io_runs {
@@ -129,9 +130,20 @@ RunWithCounters gpu_runner(uint64_t seed) {
   };
 }
 
-std::vector<PassRun> collect(const RunWithCounters* run) {
+std::vector<PassRun> collect(const RunWithCounters* run, std::vector<std::string>* left_out) {
   std::vector<PassRun> all;
-  const std::vector<const VersionInfo*> order = run_order();
+  std::vector<const VersionInfo*> order;
+  for (const VersionInfo* v : run_order()) {
+    // The model walks the version's schedule (a dry run): a starter stops at its first step.
+    try {
+      const Problem p = io_model::problem(kNs[0], kDs[0]);
+      for (bool bwd : {false, true})
+        if (bwd ? v->cpu_backward != nullptr : v->cpu_forward != nullptr) pass_run(*v, bwd, p);
+      order.push_back(v);
+    } catch (const NotImplemented& e) {
+      if (left_out) left_out->push_back(fmt::format("{}: {}", v->id, e.what()));
+    }
+  }
   for (int64_t d : kDs)
     for (int64_t N : kNs) {
       const Problem p = io_model::problem(N, d);

@@ -96,7 +96,10 @@ using RunWithCounters =
 RunWithCounters gpu_runner(uint64_t seed);
 
 // Every pass of every version at every shape: the model always, the counters when `run` is given.
-std::vector<PassRun> collect(const RunWithCounters* run);
+// A version whose model cannot be counted (a starter folder still to be written, which says
+// `not implemented`) is left out, with the reason added to `left_out` when given.
+std::vector<PassRun> collect(const RunWithCounters* run,
+                             std::vector<std::string>* left_out = nullptr);
 
 // The pass of version `id` at (d, N), or nullptr.
 const PassRun* find(const std::vector<PassRun>& all, const char* id, bool bwd, int64_t d,

@@ -5,6 +5,7 @@
 
 #include "build_info.h"
 #include "cli/common.h"
+#include "run/registry.h"
 #include "util/error.h"
 
 namespace flashlab::cli {
@@ -96,8 +97,8 @@ void build_app(CLI::App& app, Action& action) {
   app.footer(kFooter);
   app.formatter(std::make_shared<Help>());  // before the subcommands, which copy it
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("flashlab ") + FLASHLAB_TOOL_VERSION + " (" +
-                                        FLASHLAB_GIT_COMMIT + ")");
+  app.set_version_flag(
+      "--version", std::string("flashlab ") + FLASHLAB_TOOL_VERSION + " (" + built_commit() + ")");
   register_list(app, action);
   register_run(app, action);
   register_gradcheck(app, action);

@@ -1,6 +1,9 @@
 #include "cli/common.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "report/json_doc.h"
@@ -186,6 +189,18 @@ void write_outputs(const Report& r, const Outputs& out, OutputSet& files, const 
 
 int emit(const Report& r, const Outputs& out, OutputSet& files) {
   check_table(r, out.table);
+  // A report of versions is what a student hands in: say so when this binary does not run the
+  // sources in front of them.
+  if (!r.version_ids.empty()) {
+    const std::vector<std::string> changed = changed_since_build();
+    if (!changed.empty())
+      std::fprintf(
+          stderr,
+          "flashlab: warning: this flashlab is older than its sources (%s%s changed "
+          "since it was built): rebuild it before handing in its reports\n",
+          changed.front().c_str(),
+          changed.size() > 1 ? fmt::format(" and {} more", changed.size() - 1).c_str() : "");
+  }
   const std::string text = out.text_to_stdout ? render_report(r, out.format, out.table) : "";
   write_outputs(r, out, files, text);
   return r.ok ? 0 : kExitFailed;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <new>
 
 #include "cli/common.h"
 #include "run/config.h"
@@ -84,6 +85,26 @@ void merge_into(Report& all, const std::string& name, const Report& r) {
       all.version_ids.push_back(id);
 }
 
+// One lab; a failure inside it (a student's version that says `not implemented`, or throws) is
+// that lab's FAIL line, and the rest of the work (the other labs of `lab all`, the JSON) goes on.
+// Bad input is still the command's error.
+Report run_isolated(const LabInfo& lab, const LabOptions& opt) {
+  try {
+    return lab.run(opt);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    Report r;
+    r.config = json::object();
+    r.observations.push_back(fmt::format("FAIL lab {}: {}", lab.name, e.what()));
+    r.ok = false;
+    for (const VersionInfo* v : opt.versions) r.version_ids.push_back(v->id);
+    return r;
+  }
+}
+
 std::string labs_with_versions() {
   std::string s;
   for (const LabInfo& l : labs())
@@ -141,10 +162,15 @@ void register_lab(CLI::App& app, Action& action) {
                              " takes no --versions (labs that do: " + labs_with_versions() + ")");
           opt.versions = parse_versions(a.versions);
         }
-        Report r = lab->run(opt);
+        Report r = run_isolated(*lab, opt);
         r.command = "lab " + a.name;
         for (const auto& [key, value] : asked.items())
           if (!r.config.contains(key)) r.config[key] = value;
+        // The versions chosen, so that `verify --rerun` runs the same lab again.
+        if (!opt.versions.empty() && !r.config.contains("versions")) {
+          r.config["versions"] = json::array();
+          for (const VersionInfo* v : opt.versions) r.config["versions"].push_back(v->id);
+        }
         return emit(r, out);
       }
       if (!a.versions.empty())
@@ -157,7 +183,7 @@ void register_lab(CLI::App& app, Action& action) {
       Progress progress;
       for (const LabInfo& l : labs()) {
         progress.step(fmt::format("lab {}", l.name));
-        Report r = l.run(opt);
+        Report r = run_isolated(l, opt);
         merge_into(all, l.name, r);
         sections.push_back({l.name,
                             fmt::format("{}: {}", l.name, a.lang == "zh" ? l.title_zh : l.title_en),

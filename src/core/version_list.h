@@ -25,5 +25,9 @@ extern const FolderRecord kFolders[];
 extern const size_t kFolderCount;
 extern const SourceHash* const kSharedSources;
 extern const size_t kSharedSourceCount;
+extern const SourceHash* const kHarnessSources;  // src/, reference/, labs/
+// "d5dfc46e4907", "-dirty" appended when the hashed folders had changes; read when they last did.
+extern const char* const kBuiltCommit;
+extern const size_t kHarnessSourceCount;
 
 }  // namespace flashlab::generated

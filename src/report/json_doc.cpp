@@ -85,7 +85,13 @@ json sources_json(const std::vector<std::string>& ids) {
     if (!v) throw std::logic_error("a report names version '" + id + "', which is not registered");
     versions[id] = set(v->folder, v->sources);
   }
-  return {{"versions", versions}, {"shared", set("kernels/common", shared_sources())}};
+  json harness = set("", harness_sources());
+  harness.erase("folder");
+  harness["folders"] = json::array();
+  for (const char* d : harness_dirs()) harness["folders"].push_back(d);
+  return {{"versions", versions},
+          {"shared", set("kernels/common", shared_sources())},
+          {"harness", harness}};
 }
 
 json to_json(const Report& r) {
@@ -94,7 +100,7 @@ json to_json(const Report& r) {
   doc["command"] = r.command;
   doc["tool"] = {{"name", "flashlab"},
                  {"version", FLASHLAB_TOOL_VERSION},
-                 {"git_commit", FLASHLAB_GIT_COMMIT}};
+                 {"git_commit", built_commit()}};
   doc["created_utc"] = utc_now();
   doc["machine"] = machine_json();
   doc["config"] = r.config.is_null() ? json::object() : sanitize(r.config);

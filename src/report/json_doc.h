@@ -8,10 +8,12 @@
 //                 "rows": [{"<key>": value, ...}, ...]}],
 //     "observations": ["..."], "figures": {"name": {"value": 1.5, "unit": "ms"}}, "ok": true,
 //     "sources": {"versions": {"<id>": {"folder", "files": {"<path>": "<sha256>"}}},
-//                 "shared": {"folder": "kernels/common", "files": {...}}} }
+//                 "shared": {"folder": "kernels/common", "files": {...}},
+//                 "harness": {"folders": ["src", "reference", "labs"], "files": {...}}} }
 //
 // "sources" is there when the report ran versions (Report::version_ids): the SHA-256 of each
-// version folder's files as the binary was built from them (see `flashlab verify`).
+// version folder's files, of kernels/common and of the harness (src/, reference/, labs/) as the
+// binary was built from them (see `flashlab verify`).
 //
 // Rows are objects keyed by column key (null where a value was not measured). Non-finite numbers,
 // which JSON cannot hold, are written as the strings "inf", "-inf" and "nan".

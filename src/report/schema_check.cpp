@@ -30,6 +30,22 @@ const std::set<std::string> kKeywords = {"type",
                                          "then",
                                          "$ref"};
 
+// The longest string matched against a schema's pattern: std::regex recurses once per character,
+// so a longer one (which no field of a report needs) is reported instead of matched.
+constexpr size_t kMaxPatternSubject = 4096;
+
+// At most 60 characters of a value, for a message: a long string or a deep value is not dumped
+// whole (its dump would be as large, and as deep, as the value).
+std::string shown(const json& v) {
+  if (v.is_object()) return "an object of " + std::to_string(v.size()) + " keys";
+  if (v.is_array()) return "an array of " + std::to_string(v.size()) + " items";
+  if (v.is_string() && v.get_ref<const std::string&>().size() > 60)
+    return json(v.get_ref<const std::string&>().substr(0, 60))
+               .dump(-1, ' ', false, json::error_handler_t::replace) +
+           "...";
+  return v.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 60);
+}
+
 bool has_type(const json& v, const std::string& t) {
   if (t == "null") return v.is_null();
   if (t == "boolean") return v.is_boolean();
@@ -59,12 +75,12 @@ class Checker {
       if (t.is_string()) ok = has_type(v, t.get<std::string>());
       for (const json& one : t.is_array() ? t : json::array()) ok = ok || has_type(v, one);
       if (!ok) {
-        out.push_back(at + ": expected type " + t.dump() + ", got " + v.dump().substr(0, 60));
+        out.push_back(at + ": expected type " + t.dump() + ", got " + shown(v));
         return;
       }
     }
     if (s.contains("const") && v != s["const"])
-      out.push_back(at + ": expected " + s["const"].dump() + ", got " + v.dump().substr(0, 60));
+      out.push_back(at + ": expected " + s["const"].dump() + ", got " + shown(v));
     if (s.contains("enum")) {
       bool found = false;
       for (const json& e : s["enum"]) found = found || e == v;
@@ -106,10 +122,13 @@ class Checker {
                std::vector<std::string>& out) {
     if (s.contains("minLength") && x.size() < s["minLength"].get<size_t>())
       out.push_back(at + ": shorter than " + s["minLength"].dump() + " characters");
-    if (s.contains("pattern")) {
+    if (s.contains("pattern") && x.size() > kMaxPatternSubject) {
+      out.push_back(at + ": " + std::to_string(x.size()) + " characters, longer than the " +
+                    std::to_string(kMaxPatternSubject) + " a patterned field may have");
+    } else if (s.contains("pattern")) {
       const std::regex re(s["pattern"].get<std::string>(), std::regex::ECMAScript);
       if (!std::regex_search(x, re))
-        out.push_back(at + ": '" + x.substr(0, 60) + "' does not match " + s["pattern"].dump());
+        out.push_back(at + ": " + shown(json(x)) + " does not match " + s["pattern"].dump());
     }
   }
 

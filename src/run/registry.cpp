@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
 
 #include "core/version_list.h"
 #include "cuda/runner.h"
+#include "hashed_sources.h"
+#include "util/sha256.h"
 
 namespace flashlab {
 
@@ -133,6 +136,36 @@ std::string cuda_unavailable(const VersionInfo& v) {
 
 std::span<const SourceHash> shared_sources() {
   return {generated::kSharedSources, generated::kSharedSourceCount};
+}
+
+std::span<const SourceHash> harness_sources() {
+  return {generated::kHarnessSources, generated::kHarnessSourceCount};
+}
+
+std::span<const char* const> harness_dirs() {
+  return kHarnessDirs;
+}
+
+const char* built_commit() {
+  return generated::kBuiltCommit;
+}
+
+std::vector<std::string> changed_since_build() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(fs::path(kBuiltFrom) / "kernels", ec)) return out;
+  const auto compare = [&](std::span<const SourceHash> files) {
+    for (const SourceHash& h : files) {
+      const fs::path p = fs::path(kBuiltFrom) / h.path;
+      if (!fs::is_regular_file(p, ec) || sha256_file(p.string()).value_or("") != h.sha256)
+        out.push_back(h.path);
+    }
+  };
+  for (const VersionInfo& v : versions()) compare(v.sources);
+  compare(shared_sources());
+  compare(harness_sources());
+  return out;
 }
 
 }  // namespace flashlab

@@ -8,6 +8,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/device_api.h"
 #include "core/version.h"
@@ -48,5 +49,17 @@ std::string cuda_unavailable_on(const VersionInfo& v, int cc_major, int cc_minor
 
 // The shared sources every version builds on (kernels/common), hashed like a version's folder.
 std::span<const SourceHash> shared_sources();
+
+// The harness every figure goes through (src/, reference/, labs/), hashed by the same rule.
+std::span<const SourceHash> harness_sources();
+// Those folders: {"src", "reference", "labs"}.
+std::span<const char* const> harness_dirs();
+
+// The commit the sources were at when this binary was built ("-dirty" when they had changes).
+const char* built_commit();
+
+// The hashed files of the tree this binary was built from that have changed since (the binary is
+// older than its sources): their paths, or nothing when they match or the tree is not here.
+std::vector<std::string> changed_since_build();
 
 }  // namespace flashlab

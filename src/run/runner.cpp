@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <new>
 
 #include "core/rng.h"
 #include "cuda/runner.h"
@@ -147,6 +148,17 @@ VersionOutcome run_version(const RunConfig& c, const VersionInfo& v, const Input
     VersionOutcome out;
     out.version = &v;
     out.not_implemented = e.what();
+    return out;
+  } catch (const UsageError&) {
+    throw;  // the run was asked wrongly: the whole command stops, before anything was shown
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Any other failure of one version (a check of its own, an exception in a student's code) is
+    // that version's FAIL line; the other versions still run and the report is still written.
+    VersionOutcome out;
+    out.version = &v;
+    out.not_implemented = std::string("error: ") + e.what();
     return out;
   }
 }

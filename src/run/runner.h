@@ -36,7 +36,8 @@ struct VersionOutcome {
   std::map<std::string, ErrorStats> errors;  // by output name
   std::vector<std::string> failures;         // outputs over budget, NaN/Inf, broken promises
   // "not implemented: ... (kernels/exercises/...:LINE)" when a starter reached a step still to
-  // be written: the version has no outputs and fails.
+  // be written, or "error: ..." when the version threw anything else: either way it has no
+  // outputs and fails, and the other versions of the run go on.
   std::string not_implemented;
   bool ok() const { return failures.empty(); }
 };
