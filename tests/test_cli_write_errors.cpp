@@ -227,7 +227,7 @@ TEST(CliWriteErrors, ConcurrentDumpsOverAnEarlierOne) {
   ASSERT_EQ(run_cli(std::string(kTinyRun) + " --dump " + quoted(dump)).status, 0);
   for (int n = 0; n < 10; ++n) {
     ScratchDir io;
-    const std::string one = "'" + testing::flashlab_bin() + "' " + kTinyRun + " --dump " +
+    const std::string one = quoted(testing::flashlab_bin()) + " " + kTinyRun + " --dump " +
                             quoted(dump) + " >/dev/null 2>>" + quoted(io / "err");
     const std::string cmd = "(" + one + "; echo $? >>" + quoted(io / "st") + ") & (" + one +
                             "; echo $? >>" + quoted(io / "st") + ") & wait";
