@@ -108,6 +108,18 @@ TEST(SchemaCheck, KnowsEveryKeywordOfTheReportSchema) {
       << "reconfigure: the built-in schema is older than docs/report.schema.json";
 }
 
+// The bounds of a number: minimum, maximum and exclusiveMinimum, each at and past its edge.
+TEST(SchemaCheck, ChecksTheBoundsOfANumber) {
+  const json schema = json::parse(R"({"type": "number", "exclusiveMinimum": 0, "maximum": 1})");
+  EXPECT_TRUE(schema_errors(schema, json(1.0)).empty());
+  EXPECT_TRUE(schema_errors(schema, json(0.25)).empty());
+  EXPECT_EQ(schema_errors(schema, json(1.5)).size(), 1u);
+  EXPECT_EQ(schema_errors(schema, json(0.0)).size(), 1u);
+  const json at_least = json::parse(R"({"type": "integer", "minimum": 2})");
+  EXPECT_TRUE(schema_errors(at_least, json(2)).empty());
+  EXPECT_EQ(schema_errors(at_least, json(1)).size(), 1u);
+}
+
 TEST(SchemaCheck, AgreesWithJsonschemaOnGoodAndBrokenReports) {
   Report r;
   r.command = "run";

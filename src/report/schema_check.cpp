@@ -18,6 +18,7 @@ const std::set<std::string> kKeywords = {"type",
                                          "pattern",
                                          "minLength",
                                          "minimum",
+                                         "maximum",
                                          "exclusiveMinimum",
                                          "minItems",
                                          "required",
@@ -137,6 +138,8 @@ class Checker {
       out.push_back(at + ": below the minimum " + s["minimum"].dump());
     if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>())
       out.push_back(at + ": must be above " + s["exclusiveMinimum"].dump());
+    if (s.contains("maximum") && x > s["maximum"].get<double>())
+      out.push_back(at + ": above the maximum " + s["maximum"].dump());
   }
 
   void arrays(const json& s, const json& v, const std::string& at, std::vector<std::string>& out) {
