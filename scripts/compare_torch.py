@@ -19,10 +19,14 @@ How PyTorch is timed (the same method as flashlab's runner):
     the backward alone (PyTorch's own preprocessing, such as its rowsum(O*dO), included).
 FLOPs by the FA2 convention: forward 4*B*H*N*N*d (halved when causal), backward 2.5x forward.
 Causal masks agree because Nq = Nk in the sweep (PyTorch aligns top-left, flashlab bottom-right).
+Grouped heads (--heads-kv): K and V are [B, Hkv, N, d] on both sides and PyTorch is called with
+enable_gqa=True; FLOPs count the H query heads, as for multi-head attention.
 
 Usage (on a machine with the GPU, from the repository root):
   python3 scripts/compare_torch.py --flashlab build/cuda/flashlab --out docs/results/compare.json
   python3 scripts/compare_torch.py -N 1024,4096 -d 128 --dtype bf16 --causal yes   # a smaller sweep
+  python3 scripts/compare_torch.py -N 4096,16384 -d 128 --dtype bf16 --hidden 4096 --heads-kv 8
+                                                  # 32 query heads over 8 K/V heads
 
 The sweep's options are spelled as flashlab bench spells them (-N, -d, --dtype, --causal no,yes,
 ...), which they are handed to; --N, --d and --causal both are kept as older spellings.
@@ -54,7 +58,10 @@ def run_flashlab_bench(args, json_path):
            "--causal", ",".join("yes" if c else "no" for c in args.causal),
            "--versions", ",".join(args.versions),
            "--passes", ",".join(args.passes),
+           "--tokens", str(args.tokens), "--hidden", str(args.hidden),
            "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--json", json_path]
+    if args.heads_kv:
+        cmd += ["--heads-kv", str(args.heads_kv)]
     print("+", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd)  # its table and messages go straight to our output
     if not os.path.exists(json_path):
@@ -94,24 +101,27 @@ class TorchTimer:
         return statistics.median(ms), min(ms), max(ms)
 
 
-def time_torch(torch, timer, backend_name, dtype, B, H, N, d, causal, passes):
+def time_torch(torch, timer, backend_name, dtype, B, H, N, d, causal, passes, Hkv=0):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
     backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend_name]
     tdtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     gen = torch.Generator(device="cuda").manual_seed(1234)
-    shape = (B, H, N, d)
-    q, k, v, do = (torch.randn(shape, device="cuda", dtype=tdtype, generator=gen) for _ in range(4))
+    Hkv = Hkv or H
+    qshape, kvshape = (B, H, N, d), (B, Hkv, N, d)
+    q, do = (torch.randn(qshape, device="cuda", dtype=tdtype, generator=gen) for _ in range(2))
+    k, v = (torch.randn(kvshape, device="cuda", dtype=tdtype, generator=gen) for _ in range(2))
+    gqa = {"enable_gqa": True} if Hkv != H else {}
     out = {}
     with sdpa_kernel([backend]):
         if "fwd" in passes:
             with torch.no_grad():
                 out["fwd"] = timer.time(
-                    lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                    lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, **gqa))
         if "bwd" in passes:
             qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
-            o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+            o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, **gqa)
             out["bwd"] = timer.time(
                 lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
             del qg, kg, vg, o
@@ -144,6 +154,8 @@ def main():
                          "whose passes is asked for is left out")
     ap.add_argument("--tokens", type=int, default=16384, help="B*N (as flashlab bench)")
     ap.add_argument("--hidden", type=int, default=2048, help="H*d (as flashlab bench)")
+    ap.add_argument("--heads-kv", dest="heads_kv", type=int, default=0,
+                    help="K/V heads (grouped heads, as flashlab bench; default: H)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default=None, help="JSON to write (default docs/results/compare_torch_<date>.json)")
@@ -173,7 +185,7 @@ def main():
                         for backend in ("flash", "cudnn"):
                             try:
                                 res = time_torch(torch, timer, backend, dtype, B, H, N, d, causal,
-                                                 args.passes)
+                                                 args.passes, args.heads_kv)
                             except Exception as e:  # a backend may not support a shape
                                 print(f"torch {backend} {dtype} d={d} causal={causal} N={N}: {e}",
                                       file=sys.stderr)
@@ -181,7 +193,8 @@ def main():
                             for pass_, (med, lo, hi) in res.items():
                                 torch_rows.append({
                                     "impl": "torch-" + backend, "pass": pass_, "dtype": dtype,
-                                    "d": d, "causal": causal, "B": B, "H": H, "N": N,
+                                    "d": d, "causal": causal, "B": B, "H": H,
+                                    "Hkv": args.heads_kv or H, "N": N,
                                     "median_ms": med, "min_ms": lo, "max_ms": hi,
                                     "tflops": fa2_flops(B, H, N, d, causal, pass_) / (med * 1e-3) / 1e12})
 
@@ -234,6 +247,7 @@ def main():
         },
         "config": {"N": args.N, "d": args.d, "dtype": args.dtype, "causal": args.causal,
                    "versions": args.versions, "passes": args.passes, "tokens": args.tokens, "hidden": args.hidden,
+                   "heads_kv": args.heads_kv,
                    "repeats": args.repeats, "warmup": args.warmup},
         "flashlab_bench_exit": bench_rc,
         "torch": torch_rows,

@@ -13,6 +13,7 @@
 #                                                               # and the hopper rung's ablation
 #   STAGES="bwdsweep longdet" scripts/device_check.sh           # the Hopper backward beside PyTorch,
 #                                                               # its deterministic twin at long N
+#   STAGES="gqasweep" scripts/device_check.sh                   # grouped heads beside cuDNN's GQA
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${FLASHLAB_BIN_DIR:-build/device-bin}
@@ -26,9 +27,12 @@ export PYTHONUNBUFFERED=1
 
 # Small ragged shapes, causal and not, that run every version's kernels (Nq = 17 rows against
 # Nk = 1000 keys, and 1000 rows against 17 keys: tails in both directions, rows with no key).
+# The axes: grouped heads (8 query heads over 2 K/V heads, 17 rows) and windows on the same
+# ragged shapes, causal and not.
 CASES='Matrix/CudaVersions.*/bf16_d*_Nq17_Nk1000'
-SAN_FILTER="${SAN_FILTER:-$CASES:Matrix/CudaVersions.*/fp16_d*_causal_B1H2_Nq1000_Nk17}"
-RACE_FILTER="${RACE_FILTER:-$CASES}"
+AXES='Axes/CudaVersionsAxes.*/bf16_d*_B2H8Hkv2_Nq17_Nk17:Axes/CudaVersionsAxes.*/fp16_d*_Nq17_Nk1000_w256_256'
+SAN_FILTER="${SAN_FILTER:-$CASES:Matrix/CudaVersions.*/fp16_d*_causal_B1H2_Nq1000_Nk17:$AXES}"
+RACE_FILTER="${RACE_FILTER:-$CASES:$AXES}"
 
 SUMMARY=()
 note() { SUMMARY+=("$(printf '%-10s %s' "$1" "$2")"); }
@@ -125,6 +129,15 @@ if has bwdsweep; then  # the Hopper backward and its deterministic twin over the
   note bwdsweep "rc=$STAGE_RC ${STAGE_S}s (table in logs/bwdsweep.log, JSON in compare_bwd.json)"
   sed -n '/^geometric mean/,/^wrote/p' "$LOGS/bwdsweep.log" | sed 's/^/           /' >"$LOGS/bwdsweep_summary.txt"
   while read -r l; do SUMMARY+=("$l"); done <"$LOGS/bwdsweep_summary.txt"
+fi
+
+if has gqasweep; then  # grouped heads: 32 query heads over 8 K/V heads, beside cuDNN's enable_gqa
+  run_stage gqasweep "${BENCH_TIMEOUT:-420}" python3 scripts/compare_torch.py --flashlab "$BIN/flashlab" \
+    --versions hopper --dtype bf16 -d 128 -N 4096,16384 --hidden 4096 --heads-kv 8 \
+    --out "$OUT/compare_gqa.json"
+  note gqasweep "rc=$STAGE_RC ${STAGE_S}s (table in logs/gqasweep.log, JSON in compare_gqa.json)"
+  sed -n '/^flashlab .* vs torch/,/^wrote/p' "$LOGS/gqasweep.log" | sed 's/^/           /' >"$LOGS/gqasweep_summary.txt"
+  while read -r l; do SUMMARY+=("$l"); done <"$LOGS/gqasweep_summary.txt"
 fi
 
 if has longdet; then  # the deterministic backward's price at long causal sequences

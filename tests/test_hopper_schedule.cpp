@@ -1,6 +1,7 @@
 // The Hopper forward's tile schedule (kernels/06_hopper/schedule.h), which the CUDA kernel and its
-// CPU twin share, checked against brute force: the Q blocks cover every row once, a block visits
-// exactly the K blocks its rows see, and the iterations it runs without a mask need none.
+// CPU twin share, checked against brute force over the causal mask and sliding windows: the Q
+// blocks cover every row once, a block visits exactly the K blocks its rows see, and the
+// iterations it runs without a mask need none.
 #define FLASHLAB_FOLDER hopper_schedule_test
 #include <gtest/gtest.h>
 
@@ -17,51 +18,76 @@ using flashlab::hopper_schedule_test::BlockSchedule;
 struct Case {
   int Br, Bc, Nq, Nk;
   bool causal;
+  int left = -1, right = -1;  // a sliding window (-1: no bound on that side)
+  bool banded() const { return causal || left >= 0 || right >= 0; }
 };
 
-// Does query `row` see key `key`?
+// Does query `row` see key `key`? (core/problem.h: bottom-right aligned.)
 bool sees(const Case& c, int row, int key) {
-  return key < c.Nk && (!c.causal || key <= row + (c.Nk - c.Nq));
+  const int diag = row + (c.Nk - c.Nq);
+  if (key < 0 || key >= c.Nk) return false;
+  if (c.causal && key > diag) return false;
+  if (c.left >= 0 && key < diag - c.left) return false;
+  if (c.right >= 0 && key > diag + c.right) return false;
+  return true;
+}
+
+// The schedule for the case's band, as kernels/common/band.h derives its sides.
+BlockSchedule schedule_of(const Case& c, int q_block) {
+  const int left = c.left >= 0 ? std::min(c.left, c.Nk) : c.Nk;
+  int right = c.right >= 0 ? std::min(c.right, c.Nq) : c.Nq;
+  if (c.causal) right = std::min(right, 0);
+  return block_schedule(c.Br, c.Bc, c.banded(), c.Nq, c.Nk, c.Nk - c.Nq, left, right, q_block);
 }
 
 void check_case(const Case& c) {
   SCOPED_TRACE(testing::Message() << "Br " << c.Br << " Bc " << c.Bc << " Nq " << c.Nq << " Nk "
-                                  << c.Nk << (c.causal ? " causal" : ""));
+                                  << c.Nk << (c.causal ? " causal" : "") << " window (" << c.left
+                                  << ", " << c.right << ")");
   const int q_blocks = (c.Nq + c.Br - 1) / c.Br, k_blocks = (c.Nk + c.Bc - 1) / c.Bc;
   int next_row = 0;  // the blocks cover rows 0, 1, ... in order, each once
   for (int i = 0; i < q_blocks; ++i) {
-    const BlockSchedule s = block_schedule(c.Br, c.Bc, c.causal, c.Nq, c.Nk, c.Nk - c.Nq, i);
+    const BlockSchedule s = schedule_of(c, i);
     const int first = std::max(s.q0, 0);
     ASSERT_EQ(first, next_row);
     ASSERT_GT(s.q_end, first);
     ASSERT_LE(s.q_end - s.q0, c.Br);
     next_row = s.q_end;
-    // Causal: the blocks end at the last row, so only the first may hold padding (above row 0);
+    // Banded: the blocks end at the last row, so only the first may hold padding (above row 0);
     // otherwise only the last (past Nq).
-    if (c.causal ? i > 0 : i < q_blocks - 1) {
+    if (c.banded() ? i > 0 : i < q_blocks - 1) {
       ASSERT_EQ(s.q_end - s.q0, c.Br);
       ASSERT_GE(s.q0, 0);
     }
-    if (!c.causal) {
+    if (!c.banded()) {
       ASSERT_GE(s.q0, 0);
     }
-    // Visited: the K blocks 0 .. n_kv - 1, the last of them the last one a real row sees.
-    int last_seen = -1;
+    // Visited: the K blocks from the first to the last one a real row sees, and no others.
+    int first_seen = k_blocks, last_seen = -1;
     for (int r = first; r < s.q_end; ++r)
       for (int k = 0; k < c.Nk; ++k)
-        if (sees(c, r, k)) last_seen = std::max(last_seen, k / c.Bc);
-    ASSERT_EQ(s.n_kv, last_seen + 1);
-    ASSERT_LE(s.n_kv, k_blocks);
-    // Masked iterations come first, and exactly those whose K block some real row does not see
-    // whole.
+        if (sees(c, r, k)) {
+          first_seen = std::min(first_seen, k / c.Bc);
+          last_seen = std::max(last_seen, k / c.Bc);
+        }
+    if (last_seen < 0) {
+      ASSERT_EQ(s.n_kv, 0);
+      continue;
+    }
+    ASSERT_EQ(s.kv_begin, first_seen);
+    ASSERT_EQ(s.n_kv, last_seen - first_seen + 1);
+    ASSERT_LE(s.kv_begin + s.n_kv, k_blocks);
+    // Masked iterations come first and last, and they are exactly those whose K block some real
+    // row does not see whole.
     for (int it = 0; it < s.n_kv; ++it) {
       const int j = s.kv_block(it);
-      ASSERT_EQ(j, s.n_kv - 1 - it);
+      ASSERT_EQ(j, s.kv_begin + s.n_kv - 1 - it);
       bool needs_mask = false;
       for (int r = first; r < s.q_end && !needs_mask; ++r)
         for (int k = j * c.Bc; k < (j + 1) * c.Bc && !needs_mask; ++k) needs_mask = !sees(c, r, k);
-      ASSERT_EQ(it < s.n_masked, needs_mask) << "iteration " << it << ", K block " << j;
+      ASSERT_EQ(s.masked(it), needs_mask) << "iteration " << it << ", K block " << j;
     }
+    ASSERT_LE(s.n_masked + s.n_tail, s.n_kv);
   }
   ASSERT_EQ(next_row, c.Nq);
 }
@@ -71,13 +97,16 @@ TEST(HopperSchedule, BlocksCoverRowsAndVisitWhatTheySee) {
   const int shapes[][2] = {{192, 128}, {128, 128}, {64, 64}, {128, 64}, {64, 128}};
   const int edges[][2] = {{1, 1},     {1, 1000}, {1000, 1},    {17, 1000}, {1000, 17},
                           {192, 192}, {193, 64}, {1024, 1024}, {400, 150}, {130, 131}};
+  const int windows[][2] = {{-1, -1}, {64, 0}, {256, 256}, {0, 0}, {100, -1}, {-1, 30}, {1, 500}};
   std::mt19937 rng(20261201);
   std::uniform_int_distribution<int> n(1, 700);
   for (const auto& sh : shapes)
-    for (bool causal : {false, true}) {
-      for (const auto& e : edges) check_case({sh[0], sh[1], e[0], e[1], causal});
-      for (int r = 0; r < 12; ++r) check_case({sh[0], sh[1], n(rng), n(rng), causal});
-    }
+    for (bool causal : {false, true})
+      for (const auto& w : windows) {
+        for (const auto& e : edges) check_case({sh[0], sh[1], e[0], e[1], causal, w[0], w[1]});
+        for (int r = 0; r < 12; ++r)
+          check_case({sh[0], sh[1], n(rng), n(rng), causal, w[0], w[1]});
+      }
 }
 
 // The point of aligning causal blocks to the last row: the ragged block is the one with the fewest
@@ -86,7 +115,7 @@ TEST(HopperSchedule, BlocksCoverRowsAndVisitWhatTheySee) {
 TEST(HopperSchedule, CausalPaddingSitsWhereKeysAreFewest) {
   int visited = 0;
   for (int i = 0; i < (1024 + 191) / 192; ++i)
-    visited += block_schedule(192, 128, true, 1024, 1024, 0, i).n_kv;
+    visited += schedule_of({192, 128, 1024, 1024, true}, i).n_kv;
   EXPECT_EQ(visited, 27);
 }
 

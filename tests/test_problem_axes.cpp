@@ -341,7 +341,11 @@ TEST(ProblemAxes, BadValuesGetOneLineAndExit2) {
       {"run -N 16 --window 1,2,3", "--window takes LEFT,RIGHT"},
       {"run -N 16 --window 4,2000000", "--window RIGHT must be in -1..1048576 (got 2000000)"},
       {"run -H 2 --heads-kv 1 -N 16 --versions ex1-ds", "version 'ex1-ds' does not take grouped"},
-      {"run -N 16 --window 4,0 --versions hopper", "version 'hopper' does not take a sliding"},
+      {"run -N 16 --window 4,0 --versions ex1-ds", "version 'ex1-ds' does not take a sliding"},
+      {"bench --heads-kv 3", "--heads-kv 3 does not divide H = hidden / d = 2 at d = 64"},
+      {"bench --heads-kv 0", "--heads-kv must be at least 1 (got 0)"},
+      {"bench --hidden 0", "--hidden must be in 1..65536 (got 0)"},
+      {"bench --tokens -5", "--tokens must be in 1..1048576 (got -5)"},
   };
   for (const BadInput& b : cases) {
     const testing::CliResult r = testing::run_cli(std::string(b.args) + " --backend cpu");
@@ -352,13 +356,25 @@ TEST(ProblemAxes, BadValuesGetOneLineAndExit2) {
   }
 }
 
+// bench sweeps grouped heads too: every point reads H / Hkv query heads per K/V head, and its
+// check point is grouped the same way.
+TEST(ProblemAxes, ABenchWithGroupedHeadsRuns) {
+  const testing::CliResult r = testing::run_cli(
+      "bench --backend cpu -N 64 --hidden 256 --heads-kv 2 --versions tiled,atomic-dq --repeats 1 "
+      "--warmup 0 --json -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"heads_kv\": 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("over 2 K/V heads"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"ok\": false"), std::string::npos) << r.out;
+}
+
 TEST(ProblemAxes, ARunWithBothAxesPasses) {
   const testing::CliResult r = testing::run_cli(
       "run --backend cpu --dtype bf16 -B 2 -H 4 --heads-kv 2 --Nq 70 --Nk 90 -d 32 --window 20,5 "
       "--causal --versions all --json -");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("\"Hkv\": 2"), std::string::npos);
-  EXPECT_NE(r.out.find("All 6 version(s) are within their error budget."), std::string::npos)
+  EXPECT_NE(r.out.find("All 7 version(s) are within their error budget."), std::string::npos)
       << r.out;
 }
 

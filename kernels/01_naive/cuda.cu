@@ -13,8 +13,10 @@
 //                          P            [Nq x Nk] fp32   (kept from forward to backward)
 //                          D            [Nq]      fp32
 //
-// Causal masking (bottom-right aligned) lives in the softmax only: masked scores get P = 0, so
-// every later product ignores them. A row that sees no key has O = 0, LSE = -inf, zero gradients.
+// The mask (causal, a sliding window, or both; bottom-right aligned, common/band.h) lives in the
+// softmax only: masked scores get P = 0, so every later product ignores them. A row that sees no
+// key has O = 0, LSE = -inf, zero gradients. Grouped heads: query head h reads K/V head h / g
+// (g = H / Hkv), and dK, dV of a K/V head sum over its g query heads in one longer product.
 //
 // Limits: fp16/bf16 storage, any head dim up to 256, B*H <= 65535, Nq and Nk up to 10^6. The
 // workspace grows as Nq*Nk: check() refuses a problem whose workspace exceeds the device's memory,
@@ -26,6 +28,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/band.h"
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "core/device_api.h"
@@ -55,12 +58,14 @@ __device__ __forceinline__ void store_f(__nv_bfloat16* p, float x) {
   *p = __float2bfloat16_rn(x);
 }
 
-// A strided view of one operand: element (r, c) of head z is at p[z*batch + r*rs + c*cs], so one
-// kernel serves Q K^T, P V, P^T dO, dO V^T, dS K and dS^T Q.
+// A strided view of one operand: element (r, c) of head z is at p[(z / div)*batch + r*rs + c*cs],
+// so one kernel serves Q K^T, P V, P^T dO, dO V^T, dS K and dS^T Q. div > 1: grouped heads, where
+// `div` query heads read one K/V head.
 template <class T>
 struct View {
   const T* p;
   int64_t batch, rs, cs;
+  int div = 1;
 };
 
 // C[z] (M x N, row-major) = alpha * A[z] (M x K) . B[z] (K x N), fp32 accumulation.
@@ -70,8 +75,8 @@ __global__ void matmul_kernel(View<TA> A, View<TB> B, TC* C, int M, int N, int K
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int m = blockIdx.y * kTile + ty, n = blockIdx.x * kTile + tx;
   const int64_t z = blockIdx.z;
-  const TA* a = A.p + z * A.batch;
-  const TB* b = B.p + z * B.batch;
+  const TA* a = A.p + (z / A.div) * A.batch;
+  const TB* b = B.p + (z / B.div) * B.batch;
   float acc = 0.f;
   for (int k0 = 0; k0 < K; k0 += kTile) {
     const int ka = k0 + tx, kb = k0 + ty;
@@ -115,29 +120,30 @@ __device__ float block_reduce(float x) {
   return result;
 }
 
-// One block per query row: P = softmax of the visible scores, LSE = max + ln(sum).
-__global__ void softmax_rows(const float* S, float* P, float* LSE, int Nq, int Nk, int offset,
-                             bool causal) {
+// One block per query row: P = softmax of the visible scores, LSE = max + ln(sum). Row i sees
+// the keys [lo, hi) of its band (common/band.h: causal, window, both or neither).
+__global__ void softmax_rows(const float* S, float* P, float* LSE, Band band) {
+  const int Nq = band.Nq, Nk = band.Nk;
   const int64_t row = blockIdx.x;
   const int i = static_cast<int>(row % Nq);
-  int visible = Nk;
-  if (causal) visible = max(0, min(Nk, i + offset + 1));
+  const int lo = max(0, i + band.offset - band.left);
+  const int hi = max(lo, min(Nk, i + band.offset + band.right + 1));
   const float* s = S + row * Nk;
   float* pr = P + row * Nk;
   float mx = -INFINITY;
-  for (int j = threadIdx.x; j < visible; j += kRowThreads) mx = fmaxf(mx, s[j]);
+  for (int j = lo + threadIdx.x; j < hi; j += kRowThreads) mx = fmaxf(mx, s[j]);
   mx = block_reduce<true>(mx);
-  if (visible == 0) {
+  if (hi == lo) {
     for (int j = threadIdx.x; j < Nk; j += kRowThreads) pr[j] = 0.f;
     if (threadIdx.x == 0) LSE[row] = -INFINITY;
     return;
   }
   float sum = 0.f;
-  for (int j = threadIdx.x; j < visible; j += kRowThreads) sum += expf(s[j] - mx);
+  for (int j = lo + threadIdx.x; j < hi; j += kRowThreads) sum += expf(s[j] - mx);
   sum = block_reduce<false>(sum);
   const float inv = 1.f / sum;
   for (int j = threadIdx.x; j < Nk; j += kRowThreads)
-    pr[j] = j < visible ? expf(s[j] - mx) * inv : 0.f;
+    pr[j] = j >= lo && j < hi ? expf(s[j] - mx) * inv : 0.f;
   if (threadIdx.x == 0) LSE[row] = mx + logf(sum);
 }
 
@@ -177,15 +183,17 @@ void forward_t(const DeviceTensors& t) {
   const auto* K = static_cast<const T*>(t.K);
   const auto* V = static_cast<const T*>(t.V);
   const int64_t qs = s.Nq * s.d, ks = s.Nk * s.d, ss = s.Nq * s.Nk;
+  const int g = static_cast<int>(s.group());  // query heads per K/V head
 
-  // S = scale Q K^T: K read by rows as the columns of K^T.
-  matmul<T, T, float>(st, heads, Nq, Nk, d, scale, View<T>{Q, qs, d, 1}, View<T>{K, ks, 1, d}, w.S);
-  softmax_rows<<<static_cast<unsigned>(heads * s.Nq), kRowThreads, 0, st>>>(
-      w.S, w.P, t.LSE, Nq, Nk, static_cast<int>(p.causal_offset()), p.causal);
+  // S = scale Q K^T: K read by rows as the columns of K^T (query head z reads K/V head z / g).
+  matmul<T, T, float>(st, heads, Nq, Nk, d, scale, View<T>{Q, qs, d, 1},
+                      View<T>{K, ks, 1, d, g}, w.S);
+  softmax_rows<<<static_cast<unsigned>(heads * s.Nq), kRowThreads, 0, st>>>(w.S, w.P, t.LSE,
+                                                                           band_of(p));
   FLASHLAB_CHECK_LAUNCH();
   // O = P V
-  matmul<float, T, T>(st, heads, Nq, d, Nk, 1.f, View<float>{w.P, ss, Nk, 1}, View<T>{V, ks, d, 1},
-                      static_cast<T*>(t.O));
+  matmul<float, T, T>(st, heads, Nq, d, Nk, 1.f, View<float>{w.P, ss, Nk, 1},
+                      View<T>{V, ks, d, 1, g}, static_cast<T*>(t.O));
 }
 
 template <class T>
@@ -202,20 +210,26 @@ void backward_t(const DeviceTensors& t) {
   const auto* V = static_cast<const T*>(t.V);
   const auto* dO = static_cast<const T*>(t.dO);
   const int64_t qs = s.Nq * s.d, ks = s.Nk * s.d, ss = s.Nq * s.Nk;
+  // Grouped heads: the g query heads of K/V head z are heads z g .. z g + g - 1, whose rows of P,
+  // dS, dO and Q follow one another in memory; dK and dV of head z sum over all g Nq of them, one
+  // product with a reduction g Nq long.
+  const int g = static_cast<int>(s.group());
+  const int kv_heads = static_cast<int>(s.kv_head_count());
 
   // dV = P^T dO: P read by columns.
-  matmul<float, T, T>(st, heads, Nk, d, Nq, 1.f, View<float>{w.P, ss, 1, Nk}, View<T>{dO, qs, d, 1},
-                      static_cast<T*>(t.dV));
+  matmul<float, T, T>(st, kv_heads, Nk, d, g * Nq, 1.f, View<float>{w.P, g * ss, 1, Nk},
+                      View<T>{dO, g * qs, d, 1}, static_cast<T*>(t.dV));
   // dP = dO V^T, into the S buffer.
-  matmul<T, T, float>(st, heads, Nq, Nk, d, 1.f, View<T>{dO, qs, d, 1}, View<T>{V, ks, 1, d}, w.S);
+  matmul<T, T, float>(st, heads, Nq, Nk, d, 1.f, View<T>{dO, qs, d, 1},
+                      View<T>{V, ks, 1, d, g}, w.S);
   // dS = P * (dP - D), in place.
   softmax_grad_rows<<<static_cast<unsigned>(heads * s.Nq), kRowThreads, 0, st>>>(w.P, w.S, w.D, Nk);
   FLASHLAB_CHECK_LAUNCH();
   // dQ = scale dS K, dK = scale dS^T Q.
   matmul<float, T, T>(st, heads, Nq, d, Nk, scale, View<float>{w.S, ss, Nk, 1},
-                      View<T>{K, ks, d, 1}, static_cast<T*>(t.dQ));
-  matmul<float, T, T>(st, heads, Nk, d, Nq, scale, View<float>{w.S, ss, 1, Nk},
-                      View<T>{Q, qs, d, 1}, static_cast<T*>(t.dK));
+                      View<T>{K, ks, d, 1, g}, static_cast<T*>(t.dQ));
+  matmul<float, T, T>(st, kv_heads, Nk, d, g * Nq, scale, View<float>{w.S, g * ss, 1, Nk},
+                      View<T>{Q, g * qs, d, 1}, static_cast<T*>(t.dK));
 }
 
 size_t naive_workspace(const Problem& p) {
@@ -263,4 +277,5 @@ void naive_backward(const DeviceTensors& t) {
 FLASHLAB_CUDA_VERSION({.check = naive_check,
                        .workspace_bytes = naive_workspace,
                        .forward = naive_forward,
-                       .backward = naive_backward});
+                       .backward = naive_backward,
+                       .axes = kGroupedHeads | kWindow});

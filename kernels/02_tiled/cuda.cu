@@ -25,8 +25,9 @@
 // Pipeline: tile j+1's K and V are copied by cp.async (zero-filled past Nk) while tile j is
 // computed; one __syncthreads per tile. Shared tiles are XOR-swizzled in 16-byte chunks, so both
 // the cp.async writes and the ldmatrix reads are free of bank conflicts.
-// Masks: causal tiles entirely above the diagonal are never visited; only tiles that cross the
-// diagonal, and the ragged last tile (keys >= Nk), pay for a mask (-inf before the softmax).
+// Masks: tiles no row sees (above the causal diagonal, outside a window) are never visited; only
+// tiles that a row's band crosses, and the ragged last tile (keys >= Nk), pay for a mask (-inf
+// before the softmax). Grouped heads: query head h reads K/V head h / (H / Hkv).
 // Rows past Nq are computed on zero-filled Q and never written.
 //
 // Limits: fp16 and bf16 storage, fp32 accumulation; head dims 64 and 128 (FwdTraits in
@@ -62,10 +63,12 @@ size_t tiled_workspace(const Problem&) {
 template <class T, int D>
 void forward_for(const tiled_fwd::FwdParams& fp, const Problem& p, cudaStream_t st) {
   const int heads = static_cast<int>(p.shape.heads());
-  if (p.causal)
-    tiled_fwd::launch_fwd<T, D, true>(fp, heads, st);
+  // One kernel for every band (both of its sides tested: at d = 128 the right side alone needs
+  // the same registers).
+  if (fp.band.banded)
+    tiled_fwd::launch_fwd<T, D, MaskKind::both>(fp, heads, st);
   else
-    tiled_fwd::launch_fwd<T, D, false>(fp, heads, st);
+    tiled_fwd::launch_fwd<T, D, MaskKind::none>(fp, heads, st);
 }
 
 void tiled_forward(const DeviceTensors& t) {
@@ -78,7 +81,8 @@ void tiled_forward(const DeviceTensors& t) {
   fp.lse = t.LSE;
   fp.Nq = static_cast<int>(p.shape.Nq);
   fp.Nk = static_cast<int>(p.shape.Nk);
-  fp.causal_offset = static_cast<int>(p.causal_offset());
+  fp.group = static_cast<int>(p.shape.group());
+  fp.band = band_of(p);
   fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
   auto st = static_cast<cudaStream_t>(t.stream);
   dispatch_dtype_head_dim(p, [&]<class T, int kD>() { forward_for<T, kD>(fp, p, st); });
@@ -90,4 +94,5 @@ void tiled_forward(const DeviceTensors& t) {
 
 FLASHLAB_CUDA_VERSION({.check = tiled_check,
                        .workspace_bytes = tiled_workspace,
-                       .forward = tiled_forward});
+                       .forward = tiled_forward,
+                       .axes = kGroupedHeads | kWindow});

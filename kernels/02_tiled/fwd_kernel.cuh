@@ -70,7 +70,7 @@ __device__ __forceinline__ void load_tile(T* smem, const T* gmem, int row0, int 
   }
 }
 
-template <class T, int D, bool kCausal>
+template <class T, int D, MaskKind kMask>
 __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinBlocks)
     fwd_kernel(const FwdParams p) {
   using Tr = FwdTraits<D>;
@@ -85,6 +85,8 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   constexpr int NO = D / 8;              // n8 tiles of O
   static_assert(kRowsPerWarp % 16 == 0 && Bc % 16 == 0 && D % 64 == 0, "tile shape");
   static_assert(kStages >= 2, "at least double buffering");
+  // The mask's sides (common/band.h): kBanded tests the right side, kLeft the left one too.
+  constexpr bool kBanded = kMask != MaskKind::none, kLeft = kMask == MaskKind::both;
 
   extern __shared__ __align__(256) unsigned char smem_raw[];  // see col_step below
   T* sQ = reinterpret_cast<T*>(smem_raw);
@@ -93,23 +95,29 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 
   // Causal blocks near the bottom of the matrix have the most keys: launch them first.
   const int q0 = (gridDim.x - 1 - blockIdx.x) * Br;
-  const int64_t head = blockIdx.y;
+  // Grid (Q blocks, group, K/V heads): query head z group + y reads K/V head z, with no division
+  // (one in the kernel cost the d = 128 kernel a spill at 255 registers).
+  const int64_t kv_head = blockIdx.z;
+  const int64_t head = kv_head * gridDim.y + blockIdx.y;
   const T* Q = static_cast<const T*>(p.q) + head * p.Nq * D;
-  const T* K = static_cast<const T*>(p.k) + head * p.Nk * D;
-  const T* V = static_cast<const T*>(p.v) + head * p.Nk * D;
+  const T* K = static_cast<const T*>(p.k) + kv_head * p.Nk * D;
+  const T* V = static_cast<const T*>(p.v) + kv_head * p.Nk * D;
   T* O = static_cast<T*>(p.o) + head * p.Nq * D;
   float* LSE = p.lse + head * p.Nq;
 
   const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, qd = lane % 4;
   const int warp_row0 = (tid / 32) * kRowsPerWarp;
 
-  // How many K/V tiles this block visits: under the causal mask, none past the last key its last
-  // row may see (tiles above the diagonal are skipped whole).
-  int n_kv = (p.Nk + Bc - 1) / Bc;
-  if (kCausal) {
-    const int last_key = min(q0 + Br, p.Nq) - 1 + p.causal_offset;
-    n_kv = last_key < 0 ? 0 : min(n_kv, last_key / Bc + 1);
-  }
+  // The K/V tiles this block visits, kv0 .. kv0 + n_kv - 1: with a band, none that no row of it
+  // sees (those above the causal diagonal, those outside a window are skipped whole).
+  const BlockRange kr =
+      kBanded ? p.band.k_blocks(q0 / Br, Br, Bc) : BlockRange{0, (p.Nk + Bc - 1) / Bc};
+  const int kv0 = kr.begin, n_kv = kr.count();
+  // Loop invariants: the keys from kv0 * Bc on (the loop counts tiles from there), and the band's
+  // offset of the warp (the mask below).
+  const int64_t kv_skip = static_cast<int64_t>(kv0) * Bc * D;  // elements of K, V skipped
+  const int nk_rel = p.Nk - kv0 * Bc;
+  const int u0 = kv0 * Bc - (q0 + warp_row0) - p.band.offset;
   if (n_kv == 0) {  // no row of this block sees a key: O = 0, LSE = -inf
     for (int i = tid; i < Br * D / 2; i += kThreads) {
       const int r = q0 + i / (D / 2);
@@ -123,8 +131,8 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   // Pipeline: group t holds K/V tile t (group 0 also holds Q); kStages - 1 groups in flight.
   auto load_kv = [&](int tile) {
     const int stage = tile % kStages;
-    load_tile<Bc, D, kThreads>(sK + stage * Bc * D, K, tile * Bc, p.Nk);
-    load_tile<Bc, D, kThreads>(sV + stage * Bc * D, V, tile * Bc, p.Nk);
+    load_tile<Bc, D, kThreads>(sK + stage * Bc * D, K + kv_skip, tile * Bc, nk_rel);
+    load_tile<Bc, D, kThreads>(sV + stage * Bc * D, V + kv_skip, tile * Bc, nk_rel);
   };
   load_tile<Br, D, kThreads>(sQ, Q, q0, p.Nq);
 #pragma unroll
@@ -215,15 +223,19 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
       }
     }
 
-    // Masks only where they can bite: the ragged last tile, and tiles crossing the diagonal.
-    const int k0 = j * Bc;
-    const bool ragged = k0 + Bc > p.Nk;
-    const bool diagonal = kCausal && k0 + Bc - 1 > q0 + warp_row0 + p.causal_offset;
-    if (ragged || diagonal) {
-      // Relative to this lane's first key k0 + 2 qd and first row q0 + warp_row0 + g: key column c
-      // of the tile is visible to row r of the warp iff c < key_end and c <= diag + r.
-      const int key_end = p.Nk - k0 - 2 * qd;
-      const int diag = q0 + warp_row0 + g + p.causal_offset - k0 - 2 * qd;
+    // Masks only where they can bite: the ragged last tile, and tiles a row's band crosses.
+    // u = (tile's first key) - (warp's first row) - offset: key k of row q is in the band iff
+    // -left <= k - q - offset <= right, and over the warp's tile k - q - offset runs from
+    // u - (kRowsPerWarp - 1) to u + Bc - 1 (rows past Nq included: they are never stored).
+    const int u = u0 + j * Bc;
+    const bool ragged = j * Bc + Bc > nk_rel;
+    const bool masked = ragged || (kBanded && u + Bc - 1 > p.band.right) ||
+                        (kLeft && u - (kRowsPerWarp - 1) < -p.band.left);
+    if (masked) {
+      // This lane's element (row r, column c) of the tile is key k0 + 2 qd + c of row
+      // q0 + warp_row0 + g + r: visible iff c < key_end and -left <= t + c - r <= right.
+      const int key_end = nk_rel - j * Bc - 2 * qd;
+      const int t = u + 2 * qd - g;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -231,7 +243,9 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int r = mt * 16 + (e >> 1) * 8, c = n * 8 + (e & 1);
-            if (c >= key_end || (kCausal && c > diag + r)) s[mt][n][e] = -INFINITY;
+            if (c >= key_end ||
+                (kBanded && t + c - r > p.band.right) || (kLeft && t + c - r < -p.band.left))
+              s[mt][n][e] = -INFINITY;
           }
     }
 
@@ -312,11 +326,11 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
     }
 }
 
-template <class T, int D, bool kCausal>
+template <class T, int D, MaskKind kMask>
 void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream) {
   using Tr = FwdTraits<D>;
   constexpr int kSmem = fwd_smem_bytes<D>();
-  auto* kernel = &fwd_kernel<T, D, kCausal>;
+  auto* kernel = &fwd_kernel<T, D, kMask>;
   // More than 48 KiB of dynamic shared memory must be asked for, once per kernel.
   static const bool smem_raised = [kernel] {
     FLASHLAB_CUDA_CHECK(
@@ -324,7 +338,7 @@ void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream) {
     return true;
   }();
   (void)smem_raised;
-  const dim3 grid((p.Nq + Tr::Br - 1) / Tr::Br, heads);
+  const dim3 grid((p.Nq + Tr::Br - 1) / Tr::Br, p.group, heads / p.group);
   kernel<<<grid, Tr::kWarps * 32, kSmem, stream>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }

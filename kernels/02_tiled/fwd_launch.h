@@ -6,9 +6,12 @@
 
 #include <cuda_runtime.h>
 
+#include "common/band.h"
+
 namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd {
 
-// One [B, H, N, d] problem; blockIdx.y walks the B*H heads, each head contiguous.
+// One problem: Q, O [B, H, Nq, d], K, V [B, Hkv, Nk, d], each head contiguous; query head h reads
+// K/V head h / group (the grid's y and z: the query head in its group, the K/V head).
 struct FwdParams {
   const void* q;
   const void* k;
@@ -16,11 +19,14 @@ struct FwdParams {
   void* o;
   float* lse;
   int Nq, Nk;
-  int causal_offset;  // Nk - Nq: query i sees keys j <= i + causal_offset
+  int group;          // query heads per K/V head
+  Band band;          // the keys each row sees (common/band.h)
   float scale_log2;   // softmax scale * log2(e): scores go straight into exp2
 };
 
-template <class T, int D, bool kCausal>
+// kMask: the sides of the problem's band the kernel tests (common/band.h: none, or both for every
+// band); the ragged last K/V tile is always masked.
+template <class T, int D, MaskKind kMask>
 void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream);
 
 }  // namespace flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd

@@ -1,6 +1,7 @@
-# The forward kernel for every (dtype, head dim), causal and not: one object each (the build
-# writes them; kernels/versions.cmake, flashlab_instances).
+# The forward kernel for every (dtype, head dim), without a mask and with the band's (causal, a
+# window or both), one object per (dtype, head dim) (the build writes them; kernels/versions.cmake,
+# flashlab_instances).
 flashlab_instances(fwd INCLUDE fwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::tiled_fwd
   VARY T=__half,__nv_bfloat16 D=64,128
-  LINES "template void launch_fwd<@T@, @D@, false>(const FwdParams&, int, cudaStream_t)"
-        "template void launch_fwd<@T@, @D@, true>(const FwdParams&, int, cudaStream_t)")
+  LINES "template void launch_fwd<@T@, @D@, MaskKind::none>(const FwdParams&, int, cudaStream_t)"
+        "template void launch_fwd<@T@, @D@, MaskKind::both>(const FwdParams&, int, cudaStream_t)")

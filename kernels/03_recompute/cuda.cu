@@ -97,4 +97,5 @@ void recompute_backward(const DeviceTensors& t) {
 
 FLASHLAB_CUDA_VERSION({.check = recompute_check,
                        .workspace_bytes = recompute_workspace,
-                       .backward = recompute_backward});
+                       .backward = recompute_backward,
+                       .axes = kGroupedHeads | kWindow});

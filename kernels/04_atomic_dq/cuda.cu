@@ -61,4 +61,5 @@ void atomic_backward(const DeviceTensors& t) {
 
 FLASHLAB_CUDA_VERSION({.check = atomic_check,
                        .workspace_bytes = atomic_workspace,
-                       .backward = atomic_backward});
+                       .backward = atomic_backward,
+                       .axes = kGroupedHeads | kWindow});

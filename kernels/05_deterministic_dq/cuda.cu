@@ -17,9 +17,10 @@
 //                                       +store +add ------------|---------+
 //                                         convert: dQ = scale * (split 0 + split 1 + ...)
 //
-// Causal: CTA s's first K block (j = s) writes every Q block from first_q_block(s) on, its later
-// K blocks subsets of them; the convert kernel asks the same function which splits a row has, so
-// unwritten splits are never read and nothing is zeroed.
+// Causal: CTA s's first K block (j = s) writes every Q block it meets, its later K blocks subsets
+// of them; with a window's left side a later K block may be the first to meet a Q block, and then
+// it stores. The convert kernel asks the same functions (common/band.h) which splits a row has,
+// so unwritten splits are never read and nothing is zeroed.
 //
 // Limits: as atomic-dq, plus the memory: nsplits fp32 copies of dQ (bf16, d = 128, B = 1,
 // H = 16, N = 16384 on 132 SMs: 8 splits, 1.1 GB), where one split per K block would need 128.
@@ -66,4 +67,5 @@ void deterministic_backward(const DeviceTensors& t) {
 
 FLASHLAB_CUDA_VERSION({.check = deterministic_check,
                        .workspace_bytes = deterministic_workspace,
-                       .backward = deterministic_backward});
+                       .backward = deterministic_backward,
+                       .axes = kGroupedHeads | kWindow});

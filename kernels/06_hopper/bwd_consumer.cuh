@@ -46,7 +46,7 @@ struct Consumer {
   const BwdSmem<T, D>& sm;
   int w;  // consumer warpgroup: keys 64w .. 64w + 63 of the block
   int t;  // thread within the warpgroup
-  int j, head;
+  int j, kv_head;
 
   float dk[NKV], dv[NKV];
 
@@ -60,7 +60,11 @@ struct Consumer {
 #pragma unroll
     for (int e = 0; e < NKV; ++e) dk[e] = dv[e] = 0.f;
     sm90::mbar_wait(sm.kv_full, 0);
-    for (int n = 0; n < qr.count(); ++n) step(qr.block(n), n);
+    // The producer's order (QRange::next), the Q block worked out from the step: a division costs
+    // these threads fewer registers than carrying the step's head along.
+    const int per_head = qr.end - qr.begin;
+    for (int n = 0; n < qr.count(); ++n)
+      step(qr.down ? qr.end - 1 - n / qr.group : qr.begin + n % per_head, n);
     epilogue();
   }
 
@@ -101,17 +105,22 @@ struct Consumer {
   }
 
   // P^T = exp2(S^T scale log2e - LSE2) in place, 0 where a key is masked; the masked copy runs
-  // only on tiles that cross the diagonal or the end of the keys. Padding queries (past Nq) have
-  // LSE2 = +inf and give 0 without a test, as do rows that see no key.
+  // only on tiles that a band crosses (the diagonal, a window's sides) or the end of the keys.
+  // Padding queries (past Nq) have LSE2 = +inf and give 0 without a test, as do rows that see no
+  // key.
   template <bool kMasked>
   __device__ void probabilities(float (&s)[NS], const float* lse2, int i) const {
-    // Key k (a row here) is seen by the queries q >= k - offset, i.e. by the tile's columns
-    // c >= k - offset - i Br; a key past Nk by none. Per row of the thread: the first column.
-    int first_col[2];
+    // Key k (a row here) is seen by the queries k - offset - right <= q <= k - offset + left
+    // (common/band.h), i.e. by the tile's columns first_col <= c <= last_col; a key past Nk by
+    // none. Per row of the thread: the first and the last column.
+    int first_col[2], last_col[2];
+    const Band& band = p.b.band;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int key = j * Bc + 64 * w + row_of(2 * r);
-      first_col[r] = key >= p.b.Nk ? Br : p.b.causal ? key - p.b.offset - i * Br : 0;
+      const int c = key - band.offset - i * Br;
+      first_col[r] = key >= band.Nk ? Br : c - band.right;
+      last_col[r] = c + band.left;
     }
 #pragma unroll
     for (int e = 0; e < NS; e += 2) {
@@ -120,8 +129,10 @@ struct Consumer {
       for (int h = 0; h < 2; ++h) {
         float& x = s[e + h];
         x = fast_exp2(fmaf(x, p.b.scale_log2, -(h ? l2.y : l2.x)));
-        if constexpr (kMasked)
-          if (col_of(e + h) < first_col[(e >> 1) & 1]) x = 0.f;
+        if constexpr (kMasked) {
+          const int c = col_of(e + h);
+          if (c < first_col[(e >> 1) & 1] || c > last_col[(e >> 1) & 1]) x = 0.f;
+        }
       }
     }
   }
@@ -141,8 +152,7 @@ struct Consumer {
 
     sm90::wgmma_wait<1>();  // S^T is done; dP^T may still run
     sm90::pin(st);
-    const int key_end = j * Bc + Bc;
-    if ((p.b.causal && key_end - 1 > i * Br + p.b.offset) || key_end > p.b.Nk)
+    if (p.b.band.cuts(i * Br, Br, j * Bc, Bc))
       probabilities<true>(st, sm.lse2(s), i);
     else
       probabilities<false>(st, sm.lse2(s), i);
@@ -227,8 +237,8 @@ struct Consumer {
     if (t == 0) {
       for (int blk = 0; blk < D / 64; ++blk) {
         const int at = blk * Bc * 64 + 64 * w * 64;  // elements
-        sm90::tma_store_3d(&p.dk_map, 64 * blk, j * Bc + 64 * w, head, sm.k() + at);
-        sm90::tma_store_3d(&p.dv_map, 64 * blk, j * Bc + 64 * w, head, sm.v() + at);
+        sm90::tma_store_3d(&p.dk_map, 64 * blk, j * Bc + 64 * w, kv_head, sm.k() + at);
+        sm90::tma_store_3d(&p.dv_map, 64 * blk, j * Bc + 64 * w, kv_head, sm.v() + at);
       }
       sm90::bulk_commit();
       sm90::bulk_wait_read();

@@ -10,9 +10,10 @@
 // hopper: one accumulator, every K block adds into it, in whatever order the blocks arrive.
 // hopper-deterministic: K block j adds into split j mod S (S = dq_splits), and within a split the
 // K blocks j = s, s + S, s + 2S, ... take turns on each Q block, by a counter per (head, Q block,
-// split) in global memory: K block j writes once the counter holds j / S and then sets it to
-// j / S + 1. The first of a split stores instead of adding (it visits every Q block the later ones
-// do), so the splits need no zeroing. Every element of every split is the same sum in the same
+// split) in global memory: K block j writes once the counter holds j - S + 1 (K block j - S, the
+// one before it in the split, has written), or 0 if j - S does not meet that Q block (a window's
+// left side, or j < S), and then sets it to j + 1. A split's first writer of a Q block stores
+// instead of adding, so the splits need no zeroing. Every element of every split is the same sum in the same
 // order on every run, and the convert pass sums the splits in order.
 #pragma once
 
@@ -26,29 +27,42 @@
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
 template <class T, int D, bool kDeterministic>
-__device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int head) {
+__device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int kv_head) {
   constexpr int Br = BwdTraits<D>::Br, Bc = BwdTraits<D>::Bc;
   const QRange qr = q_range<Br, Bc, kDeterministic>(p.b, j);
   // This block's split, and its place in the split's chain of turns.
-  const int S = kDeterministic ? p.b.dq_splits : 1, split = j % S, rank = j / S;
-  float* accum = p.b.dQ_accum + split * p.b.split_stride + static_cast<int64_t>(head) * p.b.Nq * D;
-  for (int n = 0; n < qr.count(); ++n) {
-    const int i = qr.block(n), buf = n % 2;
+  const int S = kDeterministic ? p.b.dq_splits : 1, split = j % S;
+  // The band's first K block for Q block i is max(0, floor((i Br + offset - left) / Bc))
+  // (common/band.h: Band::k_blocks), Bc = 128 a shift.
+  static_assert(Bc == 128, "the first K block by a shift");
+  const int first_key_of_row0 = p.b.band.offset - p.b.band.left;
+  float* split_base = p.b.dQ_accum + split * p.b.split_stride;
+  QStep st = qr.first();
+  for (int n = 0; n < qr.count(); ++n, st = qr.next(st)) {
+    const int i = st.i, buf = n % 2;
+    const int head = kv_head * qr.group + st.h;  // the query head of this step
+    float* accum = split_base + static_cast<int64_t>(head) * p.b.Nq * D;
     sm90::mbar_wait(sm.dq_full + buf, (n / 2) & 1);
     int* turn = kDeterministic
                     ? p.dq_turn + (static_cast<int64_t>(head) * p.q_blocks + i) * S + split
                     : nullptr;
+    // The chain of Q block i in this split: the split's K blocks that meet Q block i are the
+    // first one at or past the band's first K block and every S-th after it. The counter holds
+    // one past the last writer's K block (0: none yet); this block's turn comes after j - S, or
+    // first of all when j - S does not meet Q block i (always j < S without a window's left side).
+    const bool first = j - S < max(0, (i * Br + first_key_of_row0) >> 7);
+    const int want = first ? 0 : j - S + 1;
     if constexpr (kDeterministic) {
-      // The K blocks of a head start in the order of blockIdx.x, and a block waits only for
-      // smaller ones, which never wait for a larger one: the wait always ends.
-      while (sm90::load_acquire(turn) != rank) {
+      // A K/V head's K blocks start in order of j (block_of), and a block waits only for smaller
+      // ones, which never wait for a larger one: the wait always ends.
+      while (sm90::load_acquire(turn) != want) {
       }
       sm90::fence_proxy_async_global();  // the earlier blocks' additions, seen by this one's
     }
     const int rows = min(Br, p.b.Nq - i * Br);  // the last Q block may be ragged
     float* dst = accum + static_cast<int64_t>(i) * Br * D;
     const uint32_t bytes = static_cast<uint32_t>(rows * D * 4);
-    if (kDeterministic && rank == 0)  // the split's first writer of these rows
+    if (kDeterministic && first)  // the split's first writer of these rows
       sm90::bulk_store(dst, smem_addr(sm.dq(buf)), bytes);
     else
       sm90::bulk_reduce_add_f32(dst, smem_addr(sm.dq(buf)), bytes);
@@ -56,7 +70,7 @@ __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int
     if constexpr (kDeterministic) {
       sm90::bulk_wait_all();  // the addition is done in memory, not only read from shared memory
       sm90::fence_proxy_async_global();
-      sm90::store_release(turn, rank + 1);
+      sm90::store_release(turn, j + 1);
     } else {
       sm90::bulk_wait_read();
     }

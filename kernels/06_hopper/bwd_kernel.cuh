@@ -26,9 +26,29 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
-// Registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536.
+// Registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536. (32 for
+// the producer, the whole register file, hung the kernel on the H200: the consumers' setmaxnreg
+// never got its registers.)
 constexpr uint32_t kProducerRegs = 24;
 constexpr uint32_t kConsumerRegs = 240;
+
+// Which (K block, K/V head) a block owns. Chunks of kv_chunk K/V heads run one after another; in a
+// chunk the K blocks go in order, all its heads at each. Under the causal mask the low K blocks
+// have the most Q blocks to walk, so the heavy blocks start first and the light ones fill the
+// tail; kv_chunk = max(1, SMs / K blocks) keeps what runs at once to about one K/V head's worth of
+// K blocks per SM (its Q, dO and dQ rows in L2). With grouped heads a block walks H / Hkv heads'
+// Q blocks, and one block per tile in launch order left the GPU's tail 12 % idle (bf16, d = 128,
+// 32 over 8 heads, N = 4096, causal; a list-schedule count of the blocks' steps). A K/V head's
+// K blocks still start in the order of j, as the deterministic turns need.
+__device__ inline void block_of(const BwdParams& p, int& j, int& kv_head) {
+  const int n_k = (p.b.Nk + ::flashlab::cuda::kOuterKBc - 1) / ::flashlab::cuda::kOuterKBc;
+  const int n_kv = p.b.BH / p.b.group;
+  const int b = blockIdx.x;
+  const int chunk = b / (p.kv_chunk * n_k), r = b - chunk * p.kv_chunk * n_k;
+  const int in_chunk = min(p.kv_chunk, n_kv - chunk * p.kv_chunk);
+  j = r / in_chunk;
+  kv_head = chunk * p.kv_chunk + r % in_chunk;
+}
 
 template <class T, int D, bool kDeterministic>
 __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
@@ -37,7 +57,8 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
   using Tr = BwdTraits<D>;
   extern __shared__ unsigned char smem_raw[];
   const BwdSmem<T, D> sm(smem_raw);
-  const int j = blockIdx.x, head = blockIdx.y;
+  int j, kv_head;  // K block j of K/V head kv_head
+  block_of(p, j, kv_head);
 
   if (threadIdx.x == 0) {
     sm90::mbar_init(sm.kv_full, 1);
@@ -60,12 +81,12 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (wg == 0) {
     sm90::setmaxnreg_dec<kProducerRegs>();
-    if (t == 0) produce<T, D, kDeterministic>(p, sm, j, head);
-    if (t == 32) write_dq<T, D, kDeterministic>(p, sm, j, head);
+    if (t == 0) produce<T, D, kDeterministic>(p, sm, j, kv_head);
+    if (t == 32) write_dq<T, D, kDeterministic>(p, sm, j, kv_head);
     return;
   }
   sm90::setmaxnreg_inc<kConsumerRegs>();
-  Consumer<T, D, kDeterministic> c{p, sm, wg - 1, t, j, head};
+  Consumer<T, D, kDeterministic> c{p, sm, wg - 1, t, j, kv_head};
   c.run();
 #endif
 }
@@ -81,9 +102,9 @@ void launch_bwd(const BwdParams& p, cudaStream_t stream) {
     return true;
   }();
   (void)smem_raised;
-  // blockIdx.x = K block (fastest), so a head's K blocks start in order: the deterministic turns
-  // rely on it.
-  const dim3 grid((p.b.Nk + Tr::Bc - 1) / Tr::Bc, p.b.BH);
+  // One block per (K block, K/V head), in block_of's order: a head's K blocks start in order, as
+  // the deterministic turns rely on.
+  const dim3 grid(((p.b.Nk + Tr::Bc - 1) / Tr::Bc) * (p.b.BH / p.b.group));
   kernel<<<grid, Tr::kThreads, kSmem, stream>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }

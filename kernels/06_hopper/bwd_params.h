@@ -17,6 +17,9 @@ struct BwdParams {
   CUtensorMap q_map, do_map, k_map, v_map, dk_map, dv_map;
   ::flashlab::cuda::BwdParams b;
   int q_blocks;  // ceil(Nq / Br)
+  // The blocks' order (bwd_kernel.cuh: block_of): chunks of kv_chunk K/V heads one after another,
+  // and in each chunk the K blocks in order, all the chunk's heads at each K block.
+  int kv_chunk;
   // hopper-deterministic: [B*H][q_blocks][b.dq_splits] turn counters, zeroed before the launch.
   // K block j writes its dQ partial of Q block i into split j mod dq_splits once counter
   // (head, i, j mod dq_splits) == j / dq_splits, then sets it to j / dq_splits + 1

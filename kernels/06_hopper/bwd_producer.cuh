@@ -19,18 +19,20 @@
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
 template <class T, int D, bool kDeterministic>
-__device__ void produce(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int head) {
+__device__ void produce(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int kv_head) {
   using Tr = BwdTraits<D>;
   constexpr int Br = Tr::Br, Bc = Tr::Bc, S = Tr::kStages;
   const QRange qr = q_range<Br, Bc, kDeterministic>(p.b, j);
   sm90::mbar_arrive_expect_tx(sm.kv_full, 2 * Bc * D * 2);
   for (int blk = 0; blk < D / 64; ++blk) {
-    sm90::tma_load_3d(sm.k() + blk * Bc * 64, &p.k_map, 64 * blk, j * Bc, head, sm.kv_full);
-    sm90::tma_load_3d(sm.v() + blk * Bc * 64, &p.v_map, 64 * blk, j * Bc, head, sm.kv_full);
+    sm90::tma_load_3d(sm.k() + blk * Bc * 64, &p.k_map, 64 * blk, j * Bc, kv_head, sm.kv_full);
+    sm90::tma_load_3d(sm.v() + blk * Bc * 64, &p.v_map, 64 * blk, j * Bc, kv_head, sm.kv_full);
   }
-  const int64_t rows = static_cast<int64_t>(head) * p.b.Nq_pad;
-  for (int n = 0; n < qr.count(); ++n) {
-    const int i = qr.block(n), s = n % S;
+  QStep st = qr.first();
+  for (int n = 0; n < qr.count(); ++n, st = qr.next(st)) {
+    const int i = st.i, s = n % S;
+    const int head = kv_head * qr.group + st.h;  // the query head of this step
+    const int64_t rows = static_cast<int64_t>(head) * p.b.Nq_pad;
     sm90::mbar_wait(sm.q_empty + s, ((n / S) & 1) ^ 1);  // both warpgroups are done with it
     sm90::mbar_arrive_expect_tx(sm.q_full + s, 2 * Br * D * 2 + 2 * Br * 4);
     for (int blk = 0; blk < D / 64; ++blk) {

@@ -1,9 +1,12 @@
 // Which Q blocks a block of the backward walks and in which order, where its tiles live in shared
 // memory, and which named barriers its consumer warpgroups use.
 //
-// Q blocks: block (j, head) owns K block j and visits the Q blocks that see any of its keys, from
-// the first (at the causal diagonal, 0 without the mask) to the last; hopper walks them upwards,
-// hopper-deterministic downwards (QRange says why).
+// Q blocks: block (j, kv head) owns K block j of a K/V head and visits the Q blocks that see any of
+// its keys, from the first (at the causal diagonal or a window's right side, 0 without either) to
+// the last (at a window's left side, the last Q block without one), in each query
+// head of its group (grouped heads: H / Hkv query heads read one K/V head); hopper walks the Q
+// blocks upwards, hopper-deterministic downwards (QRange says why), and the group's heads turn
+// fastest.
 //
 // Shared memory, in the order it is laid out (every 16-bit tile in 64-column blocks of 128-byte
 // swizzled rows, 1024-aligned):
@@ -92,15 +95,34 @@ struct BwdSmem {
 // comes right after the one before. Walking up, K block j would reach Q block i about j Bc / Br
 // steps before K block 0 does (it starts at its diagonal) and wait for it there: under the causal
 // mask that made the deterministic backward twice as slow (H200, bf16, N = 4096).
+// With grouped heads, walking down, step n is Q block n / group of query head n % group of the
+// group: the steps at which the K blocks of a K/V head reach (query head, Q block i) stay the same
+// for all of them, as with one head.
+// The producer and the dQ writer walk the steps with a QStep, counted on without a division (their
+// threads have 24 registers; the consumers work the Q block out of the step count).
+struct QStep {
+  int i;  // Q block
+  int h;  // query head of the group: 0 .. group - 1
+};
+// Walking down (hopper-deterministic) the heads turn fastest, so that the turns stay aligned;
+// walking up (hopper) the Q blocks do, so that the blocks of one K/V head work on the Q, dO and dQ
+// rows of one query head at a time and those stay in L2 (a group of 4 heads' rows at N = 16384 is
+// 64 MiB, more than the 50 MiB of the H200's L2).
 struct QRange {
   int begin, end;
   bool down;
-  __device__ int count() const { return end - begin; }
-  __device__ int block(int n) const { return down ? end - 1 - n : begin + n; }
+  int group;  // query heads per K/V head
+  __device__ int count() const { return (end - begin) * group; }
+  __device__ QStep first() const { return {down ? end - 1 : begin, 0}; }
+  __device__ QStep next(QStep s) const {
+    if (down) return s.h + 1 < group ? QStep{s.i, s.h + 1} : QStep{s.i - 1, 0};
+    return s.i + 1 < end ? QStep{s.i + 1, s.h} : QStep{begin, s.h + 1};
+  }
 };
 template <int Br, int Bc, bool kDown>
 __device__ QRange q_range(const ::flashlab::cuda::BwdParams& b, int j) {
-  return {bwd::first_q_block(j, Bc, Br, b.offset, b.causal), (b.Nq + Br - 1) / Br, kDown};
+  const BlockRange r = b.band.q_blocks(j, Bc, Br);  // common/band.h: causal, window or neither
+  return {r.begin, r.end > r.begin ? r.end : r.begin, kDown, b.group};
 }
 
 }  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd

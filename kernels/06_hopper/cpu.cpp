@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/band.h"
 #include "common/cpu/bwd.h"
 #include "common/cpu/fwd.h"
 #include "common/cpu/tiles.h"
@@ -53,6 +54,7 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
   const Blocks qb{s.Nq, o.Br}, kb{s.Nk, o.Bc};
   const bool dry = o.dry_run;
   const T scale = static_cast<T>(p.softmax_scale());
+  const cuda::Band band = cuda::band_of(p);  // the keys each row sees, as the kernel has them
   prepare_forward(p, dry, out);
   Counters total;
 
@@ -63,8 +65,8 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
     for (int64_t h = 0; h < s.heads(); ++h)
       for (int64_t i = 0; i < qb.count(); ++i) {
         const plan::BlockSchedule sc = plan::block_schedule(
-            o.Br, o.Bc, p.causal, static_cast<int>(s.Nq), static_cast<int>(s.Nk),
-            static_cast<int>(p.causal_offset()), static_cast<int>(i));
+            o.Br, o.Bc, band.banded, band.Nq, band.Nk, band.offset, band.left, band.right,
+            static_cast<int>(i));
         const int64_t r0 = sc.first_row(), rows = sc.q_end - r0;  // the block's real rows
         const int64_t kh = s.kv_of(h);                            // the K/V head it reads
         total.tiles_computed += sc.n_kv;
@@ -74,7 +76,7 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
         for (int it = 0; it < sc.n_kv; ++it) {
           const int64_t j = sc.kv_block(it), c0 = kb.begin(j), cols = kb.size(j);
           const TileMask mask = tile_mask(p, r0, rows, c0, cols);
-          const bool masked = it < sc.n_masked;
+          const bool masked = sc.masked(it);
           // The schedule promises that the tail of the loop needs no mask: hold it to that.
           if (!masked && (mask != TileMask::none || cols != o.Bc))
             throw std::logic_error("hopper schedule: an unmasked iteration meets a mask");
@@ -216,7 +218,7 @@ FLASHLAB_VERSION({
     .cpu_forward = cpu::hopper_forward,
     .cpu_backward = cpu::hopper_backward<false>,
     .cpu_scratch_bytes = cpu::hopper_scratch_bytes,
-    .axes = kGroupedHeads,  // the forward's schedule (schedule.h) has no window yet
+    .axes = kGroupedHeads | kWindow,
 });
 
 FLASHLAB_VARIANT(deterministic,

@@ -50,11 +50,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <iterator>
 #include <string>
 
 #include "ablation.h"
 #include "bwd_params.h"
+#include "common/band.h"
 #include "common/dispatch.cuh"
 #include "common/shape_check.h"
 #include "common/sm90/tensor_map.h"
@@ -137,12 +139,13 @@ template <int D, bool kCausal>
 FwdParams forward_params(const DeviceTensors& t) {
   const Problem& p = t.problem;
   const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
-  const int64_t heads = p.shape.heads(), Nq = p.shape.Nq, Nk = p.shape.Nk;
+  const int64_t heads = p.shape.heads(), kv_heads = p.shape.kv_head_count();
+  const int64_t Nq = p.shape.Nq, Nk = p.shape.Nk;
   using Tr = hopper_fwd::FwdTraits<D, kCausal>;
   FwdParams fp{};
   fp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Tr::Br);
-  fp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, heads, Tr::Bc);
-  fp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, heads, Tr::Bc);
+  fp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, kv_heads, Tr::Bc);
+  fp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, kv_heads, Tr::Bc);
   fp.o_map = sm90::tensor_map_3d(t.O, e, D, Nq, heads, 64);  // one consumer warpgroup's rows
   fp.q = t.Q;
   fp.k = t.K;
@@ -151,6 +154,10 @@ FwdParams forward_params(const DeviceTensors& t) {
   fp.lse = t.LSE;
   fp.Nq = static_cast<int>(Nq);
   fp.Nk = static_cast<int>(Nk);
+  fp.group = static_cast<int>(p.shape.group());
+  const Band band = band_of(p);  // common/band.h
+  fp.band_left = band.left;
+  fp.band_right = band.right;
   fp.causal_offset = static_cast<int>(p.causal_offset());
   fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
   fp.q_blocks = static_cast<int>((Nq + Tr::Br - 1) / Tr::Br);
@@ -163,7 +170,14 @@ FwdParams forward_params(const DeviceTensors& t) {
 template <unsigned kIdeas, class T, int D>
 void forward_for(const DeviceTensors& t) {
   auto st = static_cast<cudaStream_t>(t.stream);
-  if (t.problem.causal)
+  // The banded kernel for the causal mask and windows; a window's left side is tested only by the
+  // kernel built for it (fwd_params.h: kLeftSide).
+  if constexpr (kIdeas == hopper_fwd::kAllIdeas) {
+    if (mask_kind_of(t.problem) == MaskKind::both)
+      return hopper_fwd::launch_fwd<T, D, true, kIdeas | hopper_fwd::kLeftSide>(
+          forward_params<D, true>(t), st);
+  }
+  if (t.problem.causal || t.problem.windowed())
     hopper_fwd::launch_fwd<T, D, true, kIdeas>(forward_params<D, true>(t), st);
   else
     hopper_fwd::launch_fwd<T, D, false, kIdeas>(forward_params<D, false>(t), st);
@@ -180,23 +194,27 @@ template <class T, int D, bool kDeterministic>
 void backward_for(const DeviceTensors& t) {
   const Problem& p = t.problem;
   const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
-  const int64_t heads = p.shape.heads(), Nq = p.shape.Nq, Nk = p.shape.Nk;
+  const int64_t heads = p.shape.heads(), kv_heads = p.shape.kv_head_count();
+  const int64_t Nq = p.shape.Nq, Nk = p.shape.Nk;
   using Tr = hopper_bwd::BwdTraits<D>;
   hopper_bwd::BwdParams bp{};
   bp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Tr::Br);
   bp.do_map = sm90::tensor_map_3d(t.dO, e, D, Nq, heads, Tr::Br);
-  bp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, heads, Tr::Bc);
-  bp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, heads, Tr::Bc);
-  bp.dk_map = sm90::tensor_map_3d(t.dK, e, D, Nk, heads, 64);  // one consumer warpgroup's keys
-  bp.dv_map = sm90::tensor_map_3d(t.dV, e, D, Nk, heads, 64);
+  bp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, kv_heads, Tr::Bc);
+  bp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, kv_heads, Tr::Bc);
+  bp.dk_map = sm90::tensor_map_3d(t.dK, e, D, Nk, kv_heads, 64);  // one consumer warpgroup's keys
+  bp.dv_map = sm90::tensor_map_3d(t.dV, e, D, Nk, kv_heads, 64);
   bp.b = bwd_make_params(t);
   bp.q_blocks = static_cast<int>((Nq + Tr::Br - 1) / Tr::Br);
+  const int64_t k_blocks = (Nk + Tr::Bc - 1) / Tr::Bc;
+  bp.kv_chunk = static_cast<int>(std::max<int64_t>(1, device_info().sms / k_blocks));
   auto st = static_cast<cudaStream_t>(t.stream);
   if constexpr (kDeterministic) {
     // Each split's first writer of a block stores, so the splits need no zeroing; the convert
     // pass reads split s of a row only when K block s saw it (outer-K's Br and Bc, which are
     // this kernel's: bwd_params.h).
     bp.b.dq_splits = static_cast<int>(dq_splits(p));
+    bp.b.dq_strided = true;
     bp.dq_turn = reinterpret_cast<int*>(bp.b.dQ_accum + bp.b.dq_splits * p.shape.q_elems());
     FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
   } else {
@@ -238,7 +256,8 @@ AblationVariant variant() {
           Version{.check = ablation_check,
                   .workspace_bytes = hopper_workspace,
                   .forward = ablation_forward<kIdeas>,
-                  .unavailable = hopper_unavailable}};
+                  .unavailable = hopper_unavailable,
+                  .axes = kGroupedHeads}};  // windows: the rung's own kernels (kLeftSide)
 }
 
 // One kernel per line of kAblation (ablation.h), in its order.
@@ -267,9 +286,11 @@ FLASHLAB_CUDA_VERSION({.check = rung_check,
                        .forward = hopper_forward,
                        .backward = backward<false>,
                        .unavailable = hopper_unavailable,
-                       .ablation = hopper_ablation});
+                       .ablation = hopper_ablation,
+                       .axes = kGroupedHeads | kWindow});
 
 FLASHLAB_CUDA_VARIANT(deterministic, {.check = rung_check,
                                       .workspace_bytes = deterministic_workspace,
                                       .backward = backward<true>,
-                                      .unavailable = hopper_unavailable});
+                                      .unavailable = hopper_unavailable,
+                                      .axes = kGroupedHeads | kWindow});

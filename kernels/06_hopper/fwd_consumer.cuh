@@ -39,6 +39,7 @@ struct Consumer {
   static constexpr int NP = Bc / 4;         // P as packed pairs: the A operand of P V
   // Turns on the tensor cores where the block shape gains by them (the traits' kPingpong).
   static constexpr bool kPingpong = kIdeas.pingpong && Tr::kPingpong;
+  static constexpr bool kLeft = (kIdeaBits & kLeftSide) != 0;  // the band's left side (fwd_params.h)
   static_assert(Br == 64 * W && W >= 2 && W <= 4, "two to four consumer warpgroups of 64 rows");
 
   const FwdParams& p;
@@ -82,8 +83,8 @@ struct Consumer {
       if (refill) {  // no producer: this thread starts the tile's loads itself
         refill->load_q(head, sc.q0, q_count);
         for (int it = 0; it < kStages && it < sc.n_kv; ++it) {
-          refill->load_k(head, sc, it, g0 + it);
-          refill->load_v(head, sc, it, g0 + it);
+          refill->load_k(head / p.group, sc, it, g0 + it);
+          refill->load_v(head / p.group, sc, it, g0 + it);
         }
       }
       sm90::mbar_wait(sm.q_full() + q_count % kQBuffers, (q_count / kQBuffers) & 1);
@@ -158,38 +159,43 @@ struct Consumer {
     sm90::mbar_arrive(sm.k_empty() + (g0 + it) % kStages);
     if (it == sc.n_kv - 1)  // the tile's last S has read Q
       sm90::mbar_arrive(sm.q_empty() + q_count % kQBuffers);
-    if (refill && it + kStages < sc.n_kv) refill->load_k(head, sc, it + kStages, g0 + it + kStages);
+    if (refill && it + kStages < sc.n_kv)
+      refill->load_k(head / p.group, sc, it + kStages, g0 + it + kStages);
   }
   __device__ void release_v(int it) {
     sm90::mbar_arrive(sm.v_empty() + (g0 + it) % kStages);
-    if (refill && it + kStages < sc.n_kv) refill->load_v(head, sc, it + kStages, g0 + it + kStages);
+    if (refill && it + kStages < sc.n_kv)
+      refill->load_v(head / p.group, sc, it + kStages, g0 + it + kStages);
   }
 
   // ---- softmax ----
-  // Keys a row may not see get -inf: past Nk, or past the row's diagonal. The thread's element i
-  // sits at key key0 + c(i), c(i) = 8 (i / 4) + i % 2, of its row h(i) = (i / 2) % 2; the last key
-  // that row sees is a limit per row, so each element costs one compare with a constant and one
-  // select.
+  // Keys a row may not see get -inf: past Nk, past the row's diagonal or a window's right side,
+  // before a window's left side. The thread's element i sits at key key0 + c(i),
+  // c(i) = 8 (i / 4) + i % 2, of its row h(i) = (i / 2) % 2; the first and the last key that row
+  // sees are limits per row, so each element costs two compares with constants and one select.
   __device__ void apply_mask(int it) {
     const int lane = t % 32;
-    const int key0 = sc.kv_block(it) * Bc + 2 * (lane % 4);
+    const int key0 = sc.kv_block<kLeft>(it) * Bc + 2 * (lane % 4);
     const int row0 = sc.q0 + 64 * wg + 16 * (t / 32) + lane / 4;
-    int limit[2];  // the last visible key of each of the thread's two rows, minus key0
+    int first[2], last[2];  // the visible keys of each of the thread's two rows, minus key0
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int last = kCausal ? min(p.Nk - 1, row0 + 8 * h + p.causal_offset) : p.Nk - 1;
-      limit[h] = last - key0;
+      const int diag = row0 + 8 * h + p.causal_offset;
+      last[h] = (kCausal ? min(p.Nk - 1, diag + p.band_right) : p.Nk - 1) - key0;
+      first[h] = kLeft ? diag - p.band_left - key0 : 0;
     }
 #pragma unroll
-    for (int i = 0; i < NS; ++i)
-      if (8 * (i >> 2) + (i & 1) > limit[(i >> 1) & 1]) s[i] = -INFINITY;
+    for (int i = 0; i < NS; ++i) {
+      const int c = 8 * (i >> 2) + (i & 1);
+      if (c > last[(i >> 1) & 1] || (kLeft && c < first[(i >> 1) & 1])) s[i] = -INFINITY;
+    }
   }
 
   // Online softmax of S in base 2 (p = 2^(s scale log2e - m)); returns the factors that rescale
   // O for each of the thread's two rows. A row with nothing visible yet keeps m = -inf and uses 0
   // in its place, so that its p are exp2(-inf) = 0, never NaN.
   __device__ void softmax(int it, float (&alpha)[2]) {
-    if (it < sc.n_masked) apply_mask(it);
+    if (sc.masked<kLeft>(it)) apply_mask(it);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = -INFINITY;

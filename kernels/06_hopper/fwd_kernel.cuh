@@ -80,9 +80,10 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
         const BlockSchedule sc = block_schedule<Tr::Br, Tr::Bc, kCausal>(p, tl.q_block);
         if (sc.n_kv == 0) continue;
         loader.load_q(tl.head, sc.q0, q_count++);
+        const int kv_head = tl.head / p.group;  // grouped heads: the K/V head it reads
         for (int it = 0; it < sc.n_kv; ++it, ++g) {
-          loader.load_k(tl.head, sc, it, g);
-          loader.load_v(tl.head, sc, it, g);
+          loader.load_k(kv_head, sc, it, g);
+          loader.load_v(kv_head, sc, it, g);
         }
       }
       return;

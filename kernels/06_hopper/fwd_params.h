@@ -7,9 +7,10 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
 
-// One [B*H, N, d] problem. The tensor maps describe Q, K, V and O for the bulk tensor copy engine
-// (3-d: columns, rows, heads; boxes of 64 columns); the raw pointers serve the variants of the
-// ablation that load with cp.async or store O from registers.
+// One problem: Q, O [B*H, Nq, d], K, V [B*Hkv, Nk, d] (query head h reads K/V head h / group).
+// The tensor maps describe Q, K, V and O for the bulk tensor copy engine (3-d: columns, rows,
+// heads; boxes of 64 columns); the raw pointers serve the variants of the ablation that load with
+// cp.async or store O from registers.
 struct FwdParams {
   CUtensorMap q_map, k_map, v_map, o_map;
   const void* q;
@@ -18,6 +19,8 @@ struct FwdParams {
   void* o;
   float* lse;
   int Nq, Nk;
+  int group;          // query heads per K/V head
+  int band_left, band_right;  // the keys row i sees: [i + offset - left, i + offset + right]
   int causal_offset;  // Nk - Nq: query i sees keys j <= i + causal_offset
   float scale_log2;   // softmax scale * log2(e)
   int q_blocks;       // ceil(Nq / Br): tiles per head
@@ -103,6 +106,12 @@ constexpr FwdIdeas ideas_of(unsigned b) {
 }
 
 inline constexpr unsigned kAllIdeas = bits_of(FwdIdeas{});
+
+// Not an idea but a bit of the same set, above the ideas' eight: the consumers also test the left
+// side of the band (a window with a left bound: its blocks' tail needs a mask, schedule.h). Only
+// the kernels of kCausal = true (every banded problem) take it; the causal mask alone runs without
+// it, whose extra compares cost the d = 64 kernel 12 bytes of spill.
+inline constexpr unsigned kLeftSide = 1u << 8;
 
 // The ablation's variants: the rung with one idea switched off (instantiated for bf16, d = 128).
 inline constexpr unsigned kWithoutTma = bits_of({.tma = false});

@@ -22,6 +22,7 @@ struct Loader {
   using Tr = FwdTraits<D, kCausal>;
   static constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
   static constexpr int kBlocks = D / 64;  // 64-column blocks per tile row
+  static constexpr bool kLeft = (kIdeaBits & kLeftSide) != 0;  // the band's left side
 
   const FwdParams& p;
   const Smem<T, D, kCausal>& sm;
@@ -49,12 +50,16 @@ struct Loader {
 
   // The K (or V) block of iteration `it` of a tile into stage g % kStages, where g counts the
   // block's iterations over all its tiles, once that stage is free: the consumers released it
-  // kStages iterations ago (the parity flips each lap of the ring).
-  __device__ void load_k(int head, const BlockSchedule& sc, int it, int g) const {
-    load_kv(sm.k(), sm.k_full(), sm.k_empty(), &p.k_map, p.k, head, sc.kv_block(it) * Bc, g);
+  // kStages iterations ago (the parity flips each lap of the ring). kv_head: the K/V head the
+  // tile's query head reads (head / group), worked out once per tile by the caller (a division
+  // here, at every load, cost the producer's 24 registers a spill).
+  __device__ void load_k(int kv_head, const BlockSchedule& sc, int it, int g) const {
+    load_kv(sm.k(), sm.k_full(), sm.k_empty(), &p.k_map, p.k, kv_head, sc.kv_block<kLeft>(it) * Bc,
+            g);
   }
-  __device__ void load_v(int head, const BlockSchedule& sc, int it, int g) const {
-    load_kv(sm.v(), sm.v_full(), sm.v_empty(), &p.v_map, p.v, head, sc.kv_block(it) * Bc, g);
+  __device__ void load_v(int kv_head, const BlockSchedule& sc, int it, int g) const {
+    load_kv(sm.v(), sm.v_full(), sm.v_empty(), &p.v_map, p.v, kv_head, sc.kv_block<kLeft>(it) * Bc,
+            g);
   }
 
  private:

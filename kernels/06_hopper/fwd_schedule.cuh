@@ -55,7 +55,7 @@ __device__ Tile tile_of(const FwdParams& p, int tile) {
 template <int Br, int Bc, bool kCausal>
 __device__ BlockSchedule block_schedule(const FwdParams& p, int q_block) {
   return ::flashlab::FLASHLAB_FOLDER::block_schedule(Br, Bc, kCausal, p.Nq, p.Nk, p.causal_offset,
-                                                     q_block);
+                                                     p.band_left, p.band_right, q_block);
 }
 
 // Q tiles in flight: a block's tiles take turns in them.

@@ -9,7 +9,8 @@ set(VERSION_CUDA_ARCHS 90a)
 flashlab_instances(fwd INCLUDE fwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd
   VARY T=__half,__nv_bfloat16 D=64,128
   LINES "template void launch_fwd<@T@, @D@, false, kAllIdeas>(const FwdParams&, cudaStream_t)"
-        "template void launch_fwd<@T@, @D@, true, kAllIdeas>(const FwdParams&, cudaStream_t)")
+        "template void launch_fwd<@T@, @D@, true, kAllIdeas>(const FwdParams&, cudaStream_t)"
+        "template void launch_fwd<@T@, @D@, true, kAllIdeas | kLeftSide>(const FwdParams&, cudaStream_t)")
 flashlab_instances(bwd INCLUDE bwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd
   VARY T=__half,__nv_bfloat16 D=64,128
   LINES "template void launch_bwd<@T@, @D@, false>(const BwdParams&, cudaStream_t)")

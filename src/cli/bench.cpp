@@ -26,8 +26,10 @@ struct BenchArgs {
   int repeats = 0, warmup = 0;
   int threads = 0;
   uint64_t seed = 0;
+  int64_t tokens = 0, hidden = 0, heads_kv = 0;
   OutputOptions out;
   CLI::Option *repeats_given = nullptr, *warmup_given = nullptr;
+  CLI::Option *tokens_given = nullptr, *hidden_given = nullptr, *heads_kv_given = nullptr;
 };
 
 const std::vector<std::string> kTables = {"bench"};
@@ -86,6 +88,13 @@ BenchConfig make_config(const BenchArgs& a) {
   if (a.threads < 0 || a.threads > kMaxThreads)
     throw UsageError(fmt::format("--threads must be in 0..{} (got {})", kMaxThreads, a.threads));
   fill_bench_defaults(b);
+  if (a.tokens_given->count()) b.tokens = a.tokens;
+  if (a.hidden_given->count()) b.hidden = a.hidden;
+  if (a.heads_kv_given->count()) {
+    if (a.heads_kv < 1)
+      throw UsageError(fmt::format("--heads-kv must be at least 1 (got {})", a.heads_kv));
+    b.heads_kv = a.heads_kv;
+  }
   validate_bench(b);
   return b;
 }
@@ -117,6 +126,10 @@ void register_bench(CLI::App& app, Action& action) {
   a.repeats_given =
       sub->add_option("--repeats", a.repeats, "timed runs per point (default 10; cpu: 3)");
   a.warmup_given = sub->add_option("--warmup", a.warmup, "untimed runs first (default 3; cpu: 1)");
+  a.tokens_given = sub->add_option("--tokens", a.tokens, "B*N at every point (default 16384; cpu: 512)");
+  a.hidden_given = sub->add_option("--hidden", a.hidden, "H*d at every point (default 2048; cpu: 128)");
+  a.heads_kv_given = sub->add_option(
+      "--heads-kv", a.heads_kv, "K/V heads at every point (grouped heads; must divide H = hidden/d)");
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   add_output_options(sub, a.out, kTables);
@@ -126,6 +139,7 @@ void register_bench(CLI::App& app, Action& action) {
   flashlab bench --backend cuda -d 128 --dtype bf16 --causal no --versions tiled,deterministic-dq
   flashlab bench --backend cuda -N 1024,4096 -d 64,128 --dtype fp16,bf16 --causal yes
   flashlab bench --backend cuda --versions tiled,hopper --passes fwd   # forwards only
+  flashlab bench --backend cuda -d 128 --hidden 4096 --heads-kv 8     # 32 query heads over 8 K/V
   flashlab bench --backend cpu           # a small CPU sweep, runs without a GPU
 
 Each (dtype, d, causal) is checked once against the fp64 reference at B=1, H=2 and the

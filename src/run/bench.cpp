@@ -30,17 +30,22 @@ Problem bench_problem(const BenchConfig& b, int64_t N, int64_t d, DType t, bool 
   p.shape.d = d;
   p.shape.B = std::max<int64_t>(1, b.tokens / N);
   p.shape.H = std::max<int64_t>(1, b.hidden / d);
+  p.shape.Hkv = b.heads_kv;
   p.dtype = t;
   p.causal = causal;
   return p;
 }
 
+// The check point: B = 1, two K/V heads' worth of the sweep's query heads (H = 2 at MHA).
 Problem check_problem(const BenchConfig& b, int64_t d, DType t, bool causal) {
   Problem p;
   p.shape.Nq = p.shape.Nk = std::min(*std::min_element(b.Ns.begin(), b.Ns.end()), kCheckNCap);
   p.shape.d = d;
   p.shape.B = 1;
-  p.shape.H = 2;
+  const int64_t H = std::max<int64_t>(1, b.hidden / d);
+  const int64_t group = b.heads_kv > 0 && H % b.heads_kv == 0 ? H / b.heads_kv : 1;
+  p.shape.H = 2 * group;
+  p.shape.Hkv = group > 1 ? 2 : 0;
   p.dtype = t;
   p.causal = causal;
   return p;
@@ -182,6 +187,17 @@ void validate_bench(const BenchConfig& b) {
   for (int64_t d : b.ds)
     if (d < 1 || d > kMaxHeadDim)
       throw UsageError(fmt::format("d must be in 1..{} (got {})", kMaxHeadDim, d));
+  if (b.tokens < 1 || b.tokens > kMaxN)
+    throw UsageError(fmt::format("--tokens must be in 1..{} (got {})", kMaxN, b.tokens));
+  if (b.hidden < 1 || b.hidden > kMaxHidden)
+    throw UsageError(fmt::format("--hidden must be in 1..{} (got {})", kMaxHidden, b.hidden));
+  if (b.heads_kv < 0) throw UsageError(fmt::format("--heads-kv must be at least 1 (got {})", b.heads_kv));
+  for (int64_t d : b.ds) {
+    const int64_t H = std::max<int64_t>(1, b.hidden / d);
+    if (b.heads_kv > 0 && H % b.heads_kv != 0)
+      throw UsageError(fmt::format("--heads-kv {} does not divide H = hidden / d = {} at d = {}",
+                                   b.heads_kv, H, d));
+  }
   for (DType t : b.dtypes)
     for (int64_t d : b.ds)
       for (bool causal : b.causal) {
@@ -236,6 +252,7 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
                 {"passes", passes},
                 {"tokens", b.tokens},
                 {"hidden", b.hidden},
+                {"heads_kv", b.heads_kv},
                 {"repeats", b.repeats},
                 {"warmup", b.warmup},
                 {"seed", b.seed},
@@ -243,9 +260,11 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
   if (!gpu) rep.config["threads"] = b.cpu.threads;
 
   Table t{"bench",
-          fmt::format("Throughput on {}, B*N = {} tokens, hidden {} (H = hidden/d); median of {} "
+          fmt::format("Throughput on {}, B*N = {} tokens, hidden {} (H = hidden/d{}); median of {} "
                       "after {} warm-up; FA2 FLOP convention",
-                      to_string(b.backend), b.tokens, b.hidden, b.repeats, b.warmup),
+                      to_string(b.backend), b.tokens, b.hidden,
+                      b.heads_kv > 0 ? fmt::format(", over {} K/V heads", b.heads_kv) : "",
+                      b.repeats, b.warmup),
           {{"version", "version", "", ""},
            {"pass", "pass", "", ""},
            {"dtype", "dtype", "", ""},

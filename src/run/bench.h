@@ -30,6 +30,7 @@ struct BenchConfig {
   bool time_fwd = true, time_bwd = true;
   int64_t tokens = 16384;  // B * N
   int64_t hidden = 2048;   // H * d
+  int64_t heads_kv = 0;    // K/V heads at every point (0: H; grouped heads: it divides H)
   int repeats = 10, warmup = 3;
   uint64_t seed = 0;
   CpuOptions cpu;

@@ -1,5 +1,7 @@
 #include "run/config.h"
 
+#include <algorithm>
+
 namespace flashlab {
 
 std::string to_string(Backend b) {
@@ -8,6 +10,13 @@ std::string to_string(Backend b) {
 
 double fwd_flops(const Problem& p) {
   const Shape& s = p.shape;
+  if (p.windowed()) {
+    // A window: 4 d FLOPs for every (row, key) pair a row sees, counted row by row.
+    double pairs = 0;
+    for (int64_t r = 0; r < s.Nq; ++r)
+      pairs += static_cast<double>(std::max<int64_t>(0, p.last_key(r) - p.first_key(r) + 1));
+    return 4.0 * s.B * s.H * pairs * s.d;
+  }
   const double f = 4.0 * s.B * s.H * static_cast<double>(s.Nq) * s.Nk * s.d;
   return p.causal ? f / 2 : f;
 }

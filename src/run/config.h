@@ -31,6 +31,8 @@ struct RunConfig {
 
 // Matmul FLOPs by the FA2 paper's convention: forward 4*B*H*Nq*Nk*d, halved when causal;
 // backward 2.5x forward.
+// FA2's convention: 4 B H Nq Nk d, halved under the causal mask; with a window, 4 B H d for every
+// (row, key) pair a row sees.
 double fwd_flops(const Problem& p);
 inline double bwd_flops(const Problem& p) {
   return 2.5 * fwd_flops(p);

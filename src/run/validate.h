@@ -13,6 +13,7 @@ namespace flashlab {
 // Sane limits for a lab: larger shapes are almost certainly typos.
 inline constexpr int64_t kMaxN = int64_t{1} << 20;
 inline constexpr int64_t kMaxHeadDim = 256;
+inline constexpr int64_t kMaxHidden = int64_t{1} << 16;  // bench: H * d
 inline constexpr int64_t kMaxBatchHeads = int64_t{1} << 20;  // B*H
 inline constexpr int kMaxTile = 4096;
 inline constexpr int kMaxThreads = 1024;

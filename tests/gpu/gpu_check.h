@@ -106,31 +106,44 @@ inline std::string expect_within(const char* what, DType store, const HostTensor
 }
 
 // One point of a GPU test matrix, and its name in the test list
-// ("bf16_d128_causal_B1H2_Nq17_Nk1000").
+// ("bf16_d128_causal_B1H2_Nq17_Nk1000", "..._B1H8Hkv2_..._w64_0" with grouped heads, a window).
 struct Case {
   DType dtype;
   int64_t d;
   bool causal;
   int64_t B, H, Nq, Nk;
+  int64_t Hkv = 0;                              // 0: H
+  int64_t window_left = -1, window_right = -1;  // -1: no bound
 };
 
 inline std::string case_name(const Case& c) {
-  return to_string(c.dtype) + "_d" + std::to_string(c.d) + (c.causal ? "_causal" : "_full") + "_B" +
-         std::to_string(c.B) + "H" + std::to_string(c.H) + "_Nq" + std::to_string(c.Nq) + "_Nk" +
-         std::to_string(c.Nk);
+  std::string name = to_string(c.dtype) + "_d" + std::to_string(c.d) +
+                     (c.causal ? "_causal" : "_full") + "_B" + std::to_string(c.B) + "H" +
+                     std::to_string(c.H);
+  if (c.Hkv > 0 && c.Hkv != c.H) name += "Hkv" + std::to_string(c.Hkv);
+  name += "_Nq" + std::to_string(c.Nq) + "_Nk" + std::to_string(c.Nk);
+  if (c.window_left >= 0 || c.window_right >= 0)
+    name += "_w" + (c.window_left >= 0 ? std::to_string(c.window_left) : std::string("inf")) + "_" +
+            (c.window_right >= 0 ? std::to_string(c.window_right) : std::string("inf"));
+  return name;
 }
 
 inline Problem problem_of(const Case& c) {
   Problem p;
   p.shape = {c.B, c.H, c.Nq, c.Nk, c.d};
+  p.shape.Hkv = c.Hkv;
   p.causal = c.causal;
   p.dtype = c.dtype;
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
   return p;
 }
 
-// (Nq, Nk, B, H) of one shape of a matrix.
+// (Nq, Nk, B, H) of one shape of a matrix, and optionally its K/V heads and window.
 struct MatrixShape {
   int64_t Nq, Nk, B, H;
+  int64_t Hkv = 0;
+  int64_t window_left = -1, window_right = -1;
 };
 
 // Every shape for fp16 and bf16, d = 64 and 128, without and with the causal mask.
@@ -139,7 +152,9 @@ inline std::vector<Case> case_matrix(std::initializer_list<MatrixShape> shapes) 
   for (DType t : {DType::f16, DType::bf16})
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})
-        for (const MatrixShape& s : shapes) cases.push_back({t, d, causal, s.B, s.H, s.Nq, s.Nk});
+        for (const MatrixShape& s : shapes)
+          cases.push_back({t, d, causal, s.B, s.H, s.Nq, s.Nk, s.Hkv, s.window_left,
+                           s.window_right});
   return cases;
 }
 

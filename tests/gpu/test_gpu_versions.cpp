@@ -1,6 +1,9 @@
 // Every CUDA version in the registry against the fp64 reference, over the matrix
 // fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097} plus Nq != Nk shapes
-// (one of them with more tiles than the GPU has SMs).
+// (one of them with more tiles than the GPU has SMs), and over a second matrix of the axes beyond
+// dense multi-head attention: grouped K/V heads (H / Hkv = 1, 4, 8 and H: MHA, GQA, MQA) and
+// sliding windows (64, 0) and (256, 256), each with and without the causal mask, alone and
+// together. A version that does not take an axis says so in one line and is skipped there.
 //
 // The list of versions comes from the registry: a version is tested on every pass its CUDA entry
 // implements, so a new rung is covered as soon as its entry has a forward or a backward. A
@@ -46,13 +49,36 @@ std::vector<Case> all_cases() {
   });
 }
 
-class CudaVersions : public ::testing::TestWithParam<Case> {};
+std::vector<Case> axes_cases() {
+  // (Nq, Nk, B, H, Hkv, window left, window right).
+  return gpu_test::case_matrix({
+      // Grouped heads: H / Hkv = 4, 8 (= H: one K/V head), 16 (= H), 1 (Hkv = H, said
+      // explicitly); ragged and Nq != Nk shapes, and more tiles than SMs.
+      {17, 17, 2, 8, 2},
+      {1000, 1000, 1, 8, 1},
+      {128, 128, 2, 16, 1},
+      {1000, 1000, 1, 4, 4},
+      {17, 1000, 2, 4, 1},
+      {1000, 17, 1, 8, 2},
+      {400, 150, 1, 96, 24},
+      // Windows: (64, 0) and (256, 256), on square, ragged and Nq != Nk shapes.
+      {1000, 1000, 1, 2, 0, 64, 0},
+      {4097, 4097, 1, 1, 0, 256, 256},
+      {128, 128, 2, 2, 0, 64, 0},
+      {17, 1000, 2, 1, 0, 256, 256},
+      {1000, 17, 1, 2, 0, 64, 0},
+      {1, 4097, 1, 1, 0, 256, 256},
+      // Both at once.
+      {1000, 1000, 1, 8, 2, 256, 256},
+      {4097, 4097, 1, 4, 1, 64, 0},
+  });
+}
 
-TEST_P(CudaVersions, MatchFp64ReferenceWithinBudget) {
-  FLASHLAB_SKIP_WITHOUT_DEVICE();
-  const Case& c = GetParam();
+void match_reference(const Case& c) {
   const Problem p = gpu_test::problem_of(c);
-  const uint64_t seed = 1000 + static_cast<uint64_t>(c.Nq * 7 + c.Nk * 13 + c.d + c.causal);
+  const uint64_t seed = 1000 + static_cast<uint64_t>(c.Nq * 7 + c.Nk * 13 + c.d + c.causal +
+                                                     c.H * 17 + c.Hkv * 19 + c.window_left * 23 +
+                                                     c.window_right * 29);
   const Inputs in = make_inputs(p, seed);
 
   const Forward ref = reference::forward(p, in, true);
@@ -87,6 +113,11 @@ TEST_P(CudaVersions, MatchFp64ReferenceWithinBudget) {
       continue;
     }
     SCOPED_TRACE(std::string("version ") + v.id + ", case " + case_name(c));
+    if (const unsigned missing = p.axes() & ~v.cuda->axes) {
+      std::cout << "[" << v.id << "] " << case_name(c) << ": does not take "
+                << axis_name(missing) << " on cuda yet\n";
+      continue;
+    }
     if (v.cuda->check) {
       const std::string why = v.cuda->check(p);
       EXPECT_TRUE(why.empty()) << v.id << " rejects a shape of the test matrix: " << why;
@@ -119,7 +150,26 @@ TEST_P(CudaVersions, MatchFp64ReferenceWithinBudget) {
   EXPECT_GT(tested, 0) << "no CUDA version in the registry has a pass to test";
 }
 
+class CudaVersions : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaVersions, MatchFp64ReferenceWithinBudget) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  match_reference(GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Matrix, CudaVersions, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return case_name(i.param);
+                         });
+
+class CudaVersionsAxes : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaVersionsAxes, MatchFp64ReferenceWithinBudget) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  match_reference(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Axes, CudaVersionsAxes, ::testing::ValuesIn(axes_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return case_name(i.param);
                          });

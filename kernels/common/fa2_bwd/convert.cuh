@@ -6,10 +6,11 @@
 //
 // Why scale here: the main kernel works with dS = dL/dS where S = scale * Q K^T, so the true
 // gradient is dQ = scale * dS K; multiplying once at the end saves a multiply per partial.
-// For the splits, J is the last split whose CTA visited this row's Q block: CTA s's first and
-// smallest K block is j = s, which covers every Q block from first_q_block(s) on (the same
-// function the outer-K kernel's loop starts from), and its later K blocks cover subsets of that.
-// Splits that were never written are never read, so nothing has to be zeroed first.
+// For the splits, only those whose K blocks met this row's Q block are read: split s's blocks
+// increase (snake order for deterministic-dq, strided for hopper-deterministic: common/band.h), so
+// it met Q block i iff its first block at or past Band::k_blocks(i).begin is below .end (the
+// same functions the writers decide by). Splits that were never written are never read, so
+// nothing has to be zeroed first.
 //
 // One thread per 8 consecutive elements of dQ (two 16-byte loads per split, one 16-byte store).
 // The accumulator's columns are permuted in groups of 8 (dq_accum_col); a group stays whole.
@@ -36,13 +37,14 @@ __global__ void __launch_bounds__(256)
   const int64_t accum_at = at - col + dq_accum_col(q, col);
 
   float acc[8] = {};
+  const BlockRange kr = p.band.k_blocks(q_block, outer_k_Br, outer_k_Bc);
   for (int j = 0; j < splits; ++j) {
-    // Splits: stop at the first split s whose K block j = s never visited this Q block (the
-    // causal schedule is monotone in j), so unwritten memory is never read. atomic-dq's single
-    // buffer was zeroed.
-    if (mode == DqMode::split &&
-        first_q_block(j, outer_k_Bc, outer_k_Br, p.offset, p.causal) > q_block)
-      break;
+    // atomic-dq's single buffer was zeroed; a split is read only where it was written.
+    if (mode == DqMode::split) {
+      const int first = p.dq_strided ? strided_first_at_or_past(j, kr.begin, splits)
+                                     : snake_first_at_or_past(j, kr.begin, splits);
+      if (first >= kr.end) continue;
+    }
     const float4* src = reinterpret_cast<const float4*>(p.dQ_accum + j * p.split_stride + accum_at);
     const float4 lo = src[0], hi = src[1];
     acc[0] += lo.x, acc[1] += lo.y, acc[2] += lo.z, acc[3] += lo.w;

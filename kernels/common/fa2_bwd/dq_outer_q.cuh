@@ -1,7 +1,7 @@
 // recompute's second kernel: dQ by an outer loop over Q blocks, no atomics (chapter 16.3.2 without
 // storing dS: S and dP are simply recomputed, which is what makes this rung cost 7 matmuls).
 //
-// One CTA owns Br queries of one head, keeps Q_i, dO_i in shared memory and dQ_i in registers for
+// One CTA owns Br queries of one query head (grouped heads: it reads K/V head h / group), keeps Q_i, dO_i in shared memory and dQ_i in registers for
 // the whole loop, and streams the K, V blocks that the queries see:
 //
 //   S    = Q_i K_j^T                  P  = exp2(S * scale*log2e - LSE2_i)      (masked -> 0)
@@ -112,8 +112,9 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   const uint32_t aQ = smem_addr(sQ), adO = smem_addr(sdO), adS = smem_addr(sdS);
 
   const T* Q = static_cast<const T*>(p.Q) + bh * p.Nq * kD;
-  const T* K = static_cast<const T*>(p.K) + bh * p.Nk * kD;
-  const T* V = static_cast<const T*>(p.V) + bh * p.Nk * kD;
+  const int64_t kvh = static_cast<int>(blockIdx.y) / p.group;  // grouped heads: its K/V head
+  const T* K = static_cast<const T*>(p.K) + kvh * p.Nk * kD;
+  const T* V = static_cast<const T*>(p.V) + kvh * p.Nk * kD;
   const T* dO = static_cast<const T*>(p.dO) + bh * p.Nq * kD;
 
   // LSE2 and D of this thread's S rows (s_row0 + 16m + g + 8h) stay in registers.
@@ -127,25 +128,22 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
       dd[m][h] = p.D[r];
     }
 
-  // Causal: the last key any row of this block sees is (last row) + offset.
-  const int n_blocks = (p.Nk + Bc - 1) / Bc;
-  int n_end = n_blocks;
-  if (p.causal) {
-    const int last = min(p.Nq - 1, q0 + Br - 1) + p.offset;
-    n_end = last < 0 ? 0 : min(n_blocks, last / Bc + 1);
-  }
+  // The K blocks any row of this block sees: from the window's left side (0 without one) to the
+  // causal diagonal or the window's right side (common/band.h).
+  const BlockRange kr = p.band.k_blocks(i, Br, Bc);
+  const int n_begin = kr.begin, n_end = kr.end;
 
   float acc_dQ[kQM][kQN][4] = {};
 
-  if (n_end > 0) {
+  if (n_end > n_begin) {
     load_tile_async<Br, kD, kThreads>(sQ, Q, q0, p.Nq);
     load_tile_async<Br, kD, kThreads>(sdO, dO, q0, p.Nq);
-    load_tile_async<Bc, kD, kThreads>(sK, K, 0, p.Nk);
-    load_tile_async<Bc, kD, kThreads>(sV, V, 0, p.Nk);
+    load_tile_async<Bc, kD, kThreads>(sK, K, n_begin * Bc, p.Nk);
+    load_tile_async<Bc, kD, kThreads>(sV, V, n_begin * Bc, p.Nk);
     cp_async_commit();
   }
 
-  for (int jb = 0, buf = 0; jb < n_end; ++jb, buf ^= 1) {
+  for (int jb = n_begin, buf = 0; jb < n_end; ++jb, buf ^= 1) {
     // K_jb, V_jb have landed, and every warp is done with buffer buf^1 and with dS.
     cp_async_wait<0>();
     __syncthreads();
@@ -185,7 +183,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
             if constexpr (decltype(masked)::value) {
               const int query = q0 + s_row0 + 16 * m + g + (e / 2) * 8;
               const int key = key0 + s_col0 + 8 * n + 2 * qd + e % 2;
-              if (key >= p.Nk || (p.causal && key > query + p.offset)) pv = 0.f;
+              if (key >= p.Nk || !p.band.sees(query, key)) pv = 0.f;
             }
             v[e] = pv * (dp[m][n][e] - dd[m][e / 2]);
           }
@@ -193,7 +191,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
           ds[m][n][1] = ElemTraits<T>::pack(v[2], v[3]);
         }
     };
-    const bool mask_tile = (p.causal && key0 + Bc - 1 > q0 + p.offset) || key0 + Bc > p.Nk;
+    const bool mask_tile = p.band.cuts(q0, Br, key0, Bc);
     if (mask_tile) {
       softmax_ds(std::true_type{});
     } else {

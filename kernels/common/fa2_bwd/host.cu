@@ -27,11 +27,13 @@ BwdParams bwd_make_params(const DeviceTensors& t) {
   p.D = reinterpret_cast<float*>(ws + rows_bytes);
   p.dQ_accum = reinterpret_cast<float*>(ws + 2 * rows_bytes);
   p.BH = static_cast<int>(s.heads());
+  p.group = static_cast<int>(s.group());
   p.Nq = static_cast<int>(s.Nq);
   p.Nk = static_cast<int>(s.Nk);
   p.Nq_pad = static_cast<int>(bwd_row_pad(s.Nq));
   p.offset = static_cast<int>(pr.causal_offset());
   p.causal = pr.causal;
+  p.band = band_of(pr);
   p.scale = static_cast<float>(pr.softmax_scale());
   p.scale_log2 = static_cast<float>(pr.softmax_scale() * 1.4426950408889634);
   p.split_stride = s.q_elems();

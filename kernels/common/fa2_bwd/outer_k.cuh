@@ -1,5 +1,7 @@
-// FA2 backward, outer loop over K blocks (chapter 16.2): one CTA owns Bc keys of one head, keeps
-// K_j and V_j in shared memory and dK_j, dV_j in registers, and walks the Q blocks that see them.
+// FA2 backward, outer loop over K blocks (chapter 16.2): one CTA owns Bc keys of one K/V head,
+// keeps K_j and V_j in shared memory and dK_j, dV_j in registers, and walks the Q blocks that see
+// them: those of every query head that reads this K/V head (grouped heads: H / Hkv of them, one
+// after the other), so dK_j and dV_j are the whole group's sums when they are stored.
 // Shared by three versions through DqMode:
 //
 //   none   (recompute)         S, P, dV, dP, dS, dK        4 matmuls; dQ from another kernel
@@ -17,8 +19,9 @@
 //                          CTA 1: j = 1  -> 4  ->  7      dK_j, dV_j stored at its end;
 //                          CTA 2: j = 2  -> 3             dQ partials into split s
 //
-// The first K block of CTA s (j = s, its smallest) stores its partials into split s; the later
-// ones add into it. Each split element is only ever stored or added by one thread of one CTA,
+// A CTA's K blocks increase, so the first of them that meets a Q block stores its partials into
+// split s and the later ones add into them: j = s for every Q block the K block j = s meets, a
+// later one only for the Q blocks below a window's left side (common/band.h). Each split element is only ever stored or added by one thread of one CTA,
 // always in the same program order, so the sums are the same bits on every run.
 //
 // Per Q block i, in the paper's notation (S is Br x Bc; this kernel computes its transpose, so
@@ -58,9 +61,11 @@
 //   d = 128 (Br = 64), 162 KiB at d = 64 (Br = 128). atomic and split add two fp32 dQ_i staging
 //   blocks on sm_90 (2 x Br x d x 4 bytes = 64 KiB): 225 and 226 KiB of the 227 KiB allowed.
 //
-// Masking: only tiles that cross the causal diagonal or the last (ragged) K block are masked, by
-// a second copy of the softmax step; fully masked Q blocks are never visited (the loop starts at
-// first_q_block), and a K block that no query sees skips its Q loop whole and stores zeros for
+// Masking: only tiles that a row's band crosses (the causal diagonal, a window's sides) or the last
+// (ragged) K block are masked, by
+// a second copy of the softmax step; Q blocks that see none of the keys are never visited (the
+// loop walks Band::q_blocks: from the causal diagonal or the window's right side to the window's
+// left side), and a K block that no query sees skips its Q loop whole and stores zeros for
 // dK_j, dV_j. Padding query rows have LSE2 = +inf (P = 0) and zero dO and D, so they contribute
 // nothing without a test.
 //
@@ -140,7 +145,10 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
   float* sD = sLSE2 + 2 * Br;                                 // [2][Br]
   const uint32_t adQ = smem_addr(sD + 2 * Br);  // [2][Br x d] fp32, sm_90 dQ_i staging
 
-  const int64_t bh = blockIdx.y;
+  // Grouped heads: this CTA's K/V head serves `group` query heads, and its Q loop walks the Q
+  // blocks of each of them in turn, so that dK_j and dV_j sum over the whole group in registers.
+  const int64_t kvh = blockIdx.y;
+  const int group = p.group;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, qd = lane % 4;  // fragment row group, column quad (mma.cuh)
   // This warp's place in each warp grid.
@@ -160,55 +168,71 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
   const Ldsm<Frag::b_kn, kD> ld_q_b(0, q_col0);           // K_j columns of dQ_i
   const Ldsm<Frag::a_rowmajor, Br> st_s(s_row0, s_col0);  // stmatrix of P^T, dS^T: the A map
 
-  const T* Q = static_cast<const T*>(p.Q) + bh * p.Nq * kD;
-  const T* K = static_cast<const T*>(p.K) + bh * p.Nk * kD;
-  const T* V = static_cast<const T*>(p.V) + bh * p.Nk * kD;
-  const T* dO = static_cast<const T*>(p.dO) + bh * p.Nq * kD;
-  const float* LSE2 = p.LSE2 + bh * p.Nq_pad;
-  const float* D = p.D + bh * p.Nq_pad;
+  const T* K = static_cast<const T*>(p.K) + kvh * p.Nk * kD;
+  const T* V = static_cast<const T*>(p.V) + kvh * p.Nk * kD;
+  const int64_t bh0 = kvh * group;  // the group's first query head
 
-  const int m_end = (p.Nq + Br - 1) / Br;
   const int n_kblocks = (p.Nk + Bc - 1) / Bc;
   constexpr bool kWalk = kMode == DqMode::split;  // several K blocks per CTA; else exactly one
   const int n_split = gridDim.x;
 
   // The K blocks of this CTA, group by group (snake order, see the picture). The body is the same
-  // code for every K block; nothing but j and `first` lives from one K block to the next. For
+  // code for every K block; nothing but j and grp lives from one K block to the next. For
   // none and atomic the loop has one trip, known at compile time, and vanishes.
   for (int grp = 0; kWalk ? grp * n_split < n_kblocks : grp < 1; ++grp) {
     const int j = kWalk ? grp * n_split + (grp % 2 ? n_split - 1 - blockIdx.x : blockIdx.x)
                         : static_cast<int>(blockIdx.x);
     if (kWalk && j >= n_kblocks) continue;  // the last group may be partial (uniform per CTA)
-    const bool first = grp == 0;  // split: this CTA's first K block stores, later ones add
     const int key0 = j * Bc;
-    const int m_begin = first_q_block(j, Bc, Br, p.offset, p.causal);
+    // The Q blocks that see any key of block j (common/band.h), for each query head of the group
+    // in turn: the steps walk (Q block i, query head bh0 + h) with i fastest, counted on without
+    // a division (registers are tight here).
+    const BlockRange qr = p.band.q_blocks(j, Bc, Br);
+    const int m_begin = qr.begin, m_last = qr.end - 1, n_steps = qr.count() * group;
+    struct Step {
+      int i, h;
+    };
+    auto next = [&](Step s) { return s.i == m_last ? Step{m_begin, s.h + 1} : Step{s.i + 1, s.h}; };
+    // split: the first K block of this CTA that meets Q block i stores its partial, the later ones
+    // add (the CTA's K blocks increase; common/band.h). Without a window's left side that is
+    // always the CTA's first K block.
+    auto stores_dq = [&](int i) {
+      return grp == 0 || snake_block(blockIdx.x, grp - 1, n_split) < p.band.k_blocks(i, Br, Bc).begin;
+    };
 
     float acc_dK[kKVM][kKVN][4] = {};
     float acc_dV[kKVM][kKVN][4] = {};
 
-    auto load_q_block = [&](int i, int buf) {
+    auto load_q_block = [&](Step st, int buf) {
+      const int i = st.i;
+      const int64_t h = bh0 + st.h;
+      const T* Q = static_cast<const T*>(p.Q) + h * p.Nq * kD;
+      const T* dO = static_cast<const T*>(p.dO) + h * p.Nq * kD;
       load_tile_async<Br, kD, kThreads>(sQ + buf * Tr::kTileQ, Q, i * Br, p.Nq);
       load_tile_async<Br, kD, kThreads>(sdO + buf * Tr::kTileQ, dO, i * Br, p.Nq);
-      load_rows_async<Br>(sLSE2 + buf * Br, LSE2 + i * Br, 0);
-      load_rows_async<Br>(sD + buf * Br, D + i * Br, Br / 4);
+      load_rows_async<Br>(sLSE2 + buf * Br, p.LSE2 + h * p.Nq_pad + i * Br, 0);
+      load_rows_async<Br>(sD + buf * Br, p.D + h * p.Nq_pad + i * Br, Br / 4);
     };
 
-    // sm_90: dQ_i goes to staging buffer i % 2 at the end of step i, and at the start of step i+1
+    // sm_90: dQ_i goes to staging buffer t % 2 at the end of step t, and at the start of step t+1
     // (after the barrier) thread 0 hands the whole block to the copy engine, which adds it into
-    // dQ_accum at L2 (or, for split's first K block, stores it): one instruction per step instead
-    // of 16 red.global.add per thread, and the dQ registers are free at once. Before the first
-    // barrier of step i+2, thread 0 waits until that copy has read the buffer, which step i+2
-    // then rewrites: a whole step of slack, so the wait costs nothing.
-    float* const dq_rows =
-        p.dQ_accum + (kMode == DqMode::split ? blockIdx.x * p.split_stride : 0) + bh * p.Nq * kD;
-    [[maybe_unused]] auto flush_dq = [&](int blk) {
+    // dQ_accum at L2 (or, for split's first K block on it, stores it): one instruction per step
+    // instead of 16 red.global.add per thread, and the dQ registers are free at once. Before the
+    // first barrier of step t+2, thread 0 waits until that copy has read the buffer, which step
+    // t+2 then rewrites: a whole step of slack, so the wait costs nothing.
+    auto dq_rows = [&](Step st) {
+      return p.dQ_accum + (kMode == DqMode::split ? blockIdx.x * p.split_stride : 0) +
+             (bh0 + st.h) * p.Nq * kD;
+    };
+    [[maybe_unused]] auto flush_dq = [&](Step st, int parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       if (threadIdx.x == 0) {
+        const int blk = st.i;
         const int rows = min(Br, p.Nq - blk * Br);  // the last block may be ragged
-        float* dst = dq_rows + static_cast<int64_t>(blk) * Br * kD;
+        float* dst = dq_rows(st) + static_cast<int64_t>(blk) * Br * kD;
         const uint32_t bytes = static_cast<uint32_t>(rows * kD * sizeof(float));
-        const uint32_t src = adQ + (blk % 2) * Tr::kTileDq * sizeof(float);
-        if (kMode == DqMode::split && first) {
+        const uint32_t src = adQ + parity * Tr::kTileDq * sizeof(float);
+        if (kMode == DqMode::split && stores_dq(blk)) {
           sm90::bulk_store(dst, src, bytes);
         } else {
           sm90::bulk_reduce_add_f32(dst, src, bytes);
@@ -218,25 +242,27 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
 #endif
     };
 
-    if (m_begin < m_end) {
+    if (n_steps > 0) {
       load_tile_async<Bc, kD, kThreads>(sK, K, key0, p.Nk);
       load_tile_async<Bc, kD, kThreads>(sV, V, key0, p.Nk);
-      load_q_block(m_begin, 0);
+      load_q_block(Step{m_begin, 0}, 0);
       cp_async_commit();
     }
 
-    for (int i = m_begin, buf = 0; i < m_end; ++i, buf ^= 1) {
-      // Block i has landed, and every warp is done with block i-1's buffers, P^T and dS^T.
+    Step step{m_begin, 0}, last_step{m_begin, 0};  // this step's and the one before
+    for (int t = 0, buf = 0; t < n_steps; ++t, buf ^= 1) {
+      const int i = step.i;
+      // Step t has landed, and every warp is done with step t-1's buffers, P^T and dS^T.
       cp_async_wait<0>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       if constexpr (kMode != DqMode::none)
-        if (threadIdx.x == 0) sm90::bulk_wait_read();  // staging buffer i % 2 (block i-2) is free
+        if (threadIdx.x == 0) sm90::bulk_wait_read();  // staging buffer t % 2 (step t-2) is free
 #endif
       __syncthreads();
-      if (i + 1 < m_end) load_q_block(i + 1, buf ^ 1);  // overlaps with this step's five matmuls
+      if (t + 1 < n_steps) load_q_block(next(step), buf ^ 1);  // overlaps with the matmuls
       cp_async_commit();
       if constexpr (kMode != DqMode::none)
-        if (i > m_begin) flush_dq(i - 1);  // dQ_{i-1} was staged at the end of the last step
+        if (t > 0) flush_dq(last_step, buf ^ 1);  // staged at the end of the last step
 
       const T* sQi = sQ + buf * Tr::kTileQ;
       const T* sdOi = sdO + buf * Tr::kTileQ;
@@ -270,13 +296,13 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
               if constexpr (decltype(masked)::value) {
                 const int key = key0 + s_row0 + 16 * m + g + (e / 2) * 8;
                 const int query = i * Br + s_col0 + n * 8 + 2 * qd + e % 2;
-                if (key >= p.Nk || (p.causal && key > query + p.offset)) s[m][n][e] = 0.f;
+                if (key >= p.Nk || !p.band.sees(query, key)) s[m][n][e] = 0.f;
               }
             }
           }
         }
       };
-      const bool mask_tile = (p.causal && key0 + Bc - 1 > i * Br + p.offset) || key0 + Bc > p.Nk;
+      const bool mask_tile = p.band.cuts(i * Br, Br, key0, Bc);
       if (mask_tile) {
         softmax(std::true_type{});
       } else {
@@ -384,7 +410,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
           // the group index n with this lane's g & 3: group 8(g & 3) is folded into the lane's
           // offset, and group n is an XOR with 32n bytes (q_col0 is a multiple of 32 floats).
           const uint32_t lane_off = static_cast<uint32_t>(
-              ((i % 2) * Tr::kTileDq + (q_row0 + g) * kD + q_col0 + 2 * qd + 8 * (g & 3)) *
+              (buf * Tr::kTileDq + (q_row0 + g) * kD + q_col0 + 2 * qd + 8 * (g & 3)) *
               sizeof(float));
 #pragma unroll
           for (int m = 0; m < kQM; ++m)
@@ -402,7 +428,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
         // it. Only the last Q block can have rows past Nq, so only there are rows tested (a
         // second copy of the loop, like the softmax's).
         const int row0 = i * Br + q_row0 + g;
-        float* dst_q = dq_rows + static_cast<int64_t>(row0) * kD + q_col0 + 2 * qd;
+        float* dst_q = dq_rows(step) + static_cast<int64_t>(row0) * kD + q_col0 + 2 * qd;
         const int n_xor = g & 3;  // dq_accum_col for this lane's rows (see above)
         auto put_dq = [&](auto test_rows) {
 #pragma unroll
@@ -415,7 +441,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
 #pragma unroll
               for (int n = 0; n < kQN; ++n) {
                 float* col = at + 8 * (n ^ n_xor);
-                if (kMode == DqMode::atomic || (kMode == DqMode::split && !first)) {
+                if (kMode == DqMode::atomic || (kMode == DqMode::split && !stores_dq(i))) {
                   atomicAdd(col, dq[m][n][2 * h]);
                   atomicAdd(col + 1, dq[m][n][2 * h + 1]);
                 } else {
@@ -432,13 +458,15 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
         }
 #endif
       }
+      last_step = step;
+      step = next(step);
     }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (kMode != DqMode::none) {
-      if (m_begin < m_end) {
-        __syncthreads();  // the last block's dQ is staged
-        flush_dq(m_end - 1);
+      if (n_steps > 0) {
+        __syncthreads();  // the last step's dQ is staged
+        flush_dq(last_step, (n_steps - 1) % 2);
       }
       // Complete, not just read: split's next K block adds into the same rows, and must come
       // after (and the CTA's shared memory must outlive the copies).
@@ -447,8 +475,8 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
 #endif
 
     // ---- dK_j = scale * dS^T Q, dV_j = P^T dO: one store per key row (zeros if never visited)
-    T* dK = static_cast<T*>(p.dK) + bh * p.Nk * kD;
-    T* dV = static_cast<T*>(p.dV) + bh * p.Nk * kD;
+    T* dK = static_cast<T*>(p.dK) + kvh * p.Nk * kD;
+    T* dV = static_cast<T*>(p.dV) + kvh * p.Nk * kD;
 #pragma unroll
     for (int m = 0; m < kKVM; ++m)
 #pragma unroll
@@ -486,7 +514,8 @@ void launch_bwd_outer_k(const BwdParams& p, void* stream) {
   FLASHLAB_CUDA_CHECK(opt_in);
   const int n_kblocks = (p.Nk + Tr::Bc - 1) / Tr::Bc;
   // split: nsplits CTAs per head walk the K blocks (bwd_dq_splits); otherwise one per K block.
-  const dim3 grid(kMode == DqMode::split ? p.dq_splits : n_kblocks, p.BH);
+  // Grouped heads: one CTA per K/V head (p.BH / p.group of them), each over its group's Q heads.
+  const dim3 grid(kMode == DqMode::split ? p.dq_splits : n_kblocks, p.BH / p.group);
   outer_k_kernel<T, kD, kMode><<<grid, Tr::kThreads, kSmem, static_cast<cudaStream_t>(stream)>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/band.h"
 #include "common/fa2_bwd/blocks.h"  // kOuterKBc, outer_k_br: the outer-K pass's blocks
 #include "common/shape_check.h"
 #include "core/device.h"
@@ -41,14 +42,18 @@ struct BwdParams {
   float* LSE2;      // workspace, [B*H, Nq_pad]
   float* D;         // workspace, [B*H, Nq_pad]
   float* dQ_accum;  // workspace, [splits, B*H, Nq, d]; null for recompute
-  int BH;           // B * H
+  int BH;           // B * H: query heads (Q, dO, dQ, LSE2, D)
+  int group;        // query heads per K/V head: query head h reads K/V head h / group
   int Nq, Nk, Nq_pad;
   int offset;  // Nk - Nq: query i sees key j iff j <= i + offset (bottom-right causal)
   bool causal;
+  Band band;   // the keys each row sees (common/band.h): causal, window, both or neither
   float scale;           // softmax scale
   float scale_log2;      // scale * log2(e): exp(x * scale) = exp2(x * scale_log2)
   int64_t split_stride;  // elements between two dQ splits: B*H*Nq*d
   int dq_splits;         // deterministic-dq: CTAs per head of the outer-K kernel, one split each
+  bool dq_strided;       // which K blocks write split s: s, s + S, ... (hopper-deterministic) or
+                         // one per group of S in snake order (deterministic-dq; common/band.h)
 };
 
 // How the outer-K kernel delivers its dQ partials.
@@ -72,22 +77,22 @@ inline size_t bwd_workspace_bytes(const Problem& p, int64_t splits) {
   return static_cast<size_t>(2 * bwd_rows_bytes(p) + splits * p.shape.q_elems() * 4);
 }
 
-// How many dQ splits deterministic-dq uses: the number of outer-K CTAs per head, each of which
+// How many dQ splits deterministic-dq uses: the number of outer-K CTAs per K/V head, each of which
 // walks ceil(Tc / nsplits) K blocks (Tc = ceil(Nk / Bc)) and owns one fp32 split. More splits
 // cost workspace and convert traffic; fewer leave SMs idle. The outer-K kernel runs one CTA per
 // SM (its registers and shared memory allow no second), so with `sms` SMs the kernel takes about
 //
-//   waves * per_cta = ceil(nsplits * B*H / sms) * ceil(Tc / nsplits)    K-block steps,
+//   waves * per_cta = ceil(nsplits * B*Hkv / sms) * ceil(Tc / nsplits)    K-block steps,
 //
 // and nsplits is the smallest value in [1, min(Tc, sms)] within 1/32 of the least such time (the
-// bound can never beat B*H*Tc/sms; the slack keeps a 3% gain from costing dozens of splits). A pure
+// bound can never beat B*Hkv*Tc/sms; the slack keeps a 3% gain from costing dozens of splits). A pure
 // function of the problem and the SM count: dQ is bitwise reproducible run to run on one GPU
 // model, but another SM count may pick another nsplits and give other bits.
 // sms <= 0 (no device to ask) gives the unbounded Tc, one split per K block.
 inline int64_t bwd_dq_splits(const Problem& p, int sms, int64_t Bc) {
   const int64_t tc = (p.shape.Nk + Bc - 1) / Bc;
   if (sms <= 0) return tc;
-  const int64_t bh = p.shape.heads(), n_max = tc < sms ? tc : sms;
+  const int64_t bh = p.shape.kv_head_count(), n_max = tc < sms ? tc : sms;
   const auto steps = [&](int64_t n) { return (n * bh + sms - 1) / sms * ((tc + n - 1) / n); };
   int64_t least = steps(1);
   for (int64_t n = 2; n <= n_max; ++n) least = steps(n) < least ? steps(n) : least;

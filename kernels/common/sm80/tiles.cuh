@@ -163,17 +163,8 @@ __host__ __device__ __forceinline__ int dq_accum_col(int row, int col) {
   return col ^ (8 * (row & 3));
 }
 
-// ---- causal schedule ----------------------------------------------------------------------------
-
-// The first Q block (of Br rows) that sees any key of K block j (of Bc keys). Query i sees key k
-// iff k <= i + offset, so the first query that sees key j*Bc is j*Bc - offset.
-// Shared by the outer-K kernel (where its Q loop starts) and the deterministic convert kernel
-// (which splits were written for a row), so the two can never disagree.
-__host__ __device__ __forceinline__ int first_q_block(int j, int Bc, int Br, int offset,
-                                                      bool causal) {
-  if (!causal) return 0;
-  const int first_query = j * Bc - offset;
-  return first_query <= 0 ? 0 : first_query / Br;
-}
+// Which Q blocks meet which K blocks under a mask: common/band.h (Band::q_blocks, k_blocks),
+// shared by the outer-K kernel (where its Q loop starts and ends) and the convert kernel (which
+// dQ splits were written for a row), so the two can never disagree.
 
 }  // namespace flashlab::cuda::bwd
