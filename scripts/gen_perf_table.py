@@ -16,7 +16,8 @@ Several JSON files (say one per dtype, measured at the same commit) are merged i
 With --section hopper and --versus cudnn the table goes between <!-- hopper-table:begin --> and
 <!-- hopper-table:end --> instead, its ratio columns are against cuDNN, and the goals below it are
 the Hopper rung's (its forward against cuDNN's); --section hopper-bwd does the same for the rung's
-backward, between <!-- hopper-bwd-table:begin --> and <!-- hopper-bwd-table:end -->.
+backward, between <!-- hopper-bwd-table:begin --> and <!-- hopper-bwd-table:end -->; --section gqa
+puts a grouped-heads sweep (both passes) between <!-- gqa-table:begin --> and <!-- gqa-table:end -->.
 Below the table it checks the speed goals over N = 1024 ... 16384 (geometric mean and lowest
 ratio to FA2 for the forward and atomic-dq's backward; deterministic-dq and recompute time over
 atomic-dq's at every point).
@@ -34,7 +35,7 @@ def fmt(x, p=0):
     return "–" if x is None else f"{x:.{p}f}"
 
 
-def table(doc, versus="flash"):
+def table(doc, versus="flash", section="perf"):
     rows = doc["comparison"]
     shapes = sorted({(r["dtype"], r["d"], r["causal"], r["N"]) for r in rows},
                     key=lambda s: (s[0], s[1], s[2], s[3]))
@@ -70,7 +71,9 @@ def table(doc, versus="flash"):
             cells += [fmt(t and t["flash_tflops"]), fmt(t and t["cudnn_tflops"])]
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
-    if versus == "flash":
+    if section == "gqa":
+        out += gqa_goals(rows, doc.get("config", {}))
+    elif versus == "flash":
         out += goals(rows)
     elif any(r["pass"] == "bwd" for r in rows):
         out += hopper_bwd_goals(rows)
@@ -168,12 +171,27 @@ def hopper_bwd_goals(rows, n_min=1024, n_max=16384):
     return out
 
 
+def gqa_goals(rows, config):
+    """Grouped heads: hopper's forward and backward each against cuDNN's with enable_gqa (goal:
+    geometric mean 1.0x or more, no shape below 0.9x)."""
+    heads = max(1, config.get("hidden", 0) // max(1, rows[0]["d"])) if rows else 0
+    out = [f"Grouped-heads goals ({heads} query heads over {config.get('heads_kv')} K/V heads, "
+           f"B·N = {config.get('tokens')} tokens; {len({(r['dtype'], r['d'], r['causal'], r['N']) for r in rows})} shapes):"]
+    for pass_ in ("fwd", "bwd"):
+        line = cudnn_line([r for r in rows if r["pass"] == pass_], "hopper", pass_, 0.9)
+        if line:
+            out.append(line)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="+")
     ap.add_argument("--readme", default="README.md")
     ap.add_argument("--stdout", action="store_true")
-    ap.add_argument("--section", default="perf", help="perf (the ladder), hopper (its forward) or hopper-bwd (its backward)")
+    ap.add_argument("--section", default="perf",
+                    help="perf (the ladder), hopper (its forward), hopper-bwd (its backward) or gqa "
+                         "(grouped heads, both passes)")
     ap.add_argument("--versus", default="flash", choices=["flash", "cudnn"])
     a = ap.parse_args()
     docs = []
@@ -190,7 +208,7 @@ def main():
     only = {"hopper": "fwd", "hopper-bwd": "bwd"}.get(a.section)
     if only:
         merged["comparison"] = [r for r in merged["comparison"] if r["pass"] == only]
-    md = table(merged, a.versus)
+    md = table(merged, a.versus, a.section)
     begin, end = (BEGIN, END) if a.section == "perf" else (
         f"<!-- {a.section}-table:begin -->", f"<!-- {a.section}-table:end -->")
     try:
