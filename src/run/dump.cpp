@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <cerrno>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,11 +18,21 @@ namespace flashlab {
 
 namespace fs = std::filesystem;
 
-// The index and the listing come from one open directory: another run that swaps its dump in
-// meanwhile cannot make them disagree (and the directory look like someone else's files).
-bool is_earlier_dump(const fs::path& dir) {
+namespace {
+
+// One look at the directory at `dir`: the index and the listing come from one open directory, so
+// another run's swap cannot make them disagree. `swapped` is set when the directory looked at is no
+// longer the one at `dir` when the look ends: another run swapped its dump in meanwhile and is
+// removing this one, file by file, so what was seen says nothing.
+bool looks_like_earlier_dump(const fs::path& dir, bool& swapped) {
+  swapped = false;
   const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return false;
+  if (dfd < 0) {
+    // Gone for a moment: on a file system without the exchange a swap moves the earlier dump
+    // aside before it renames the new one in.
+    swapped = errno == ENOENT;
+    return false;
+  }
   std::string text;
   const int ifd = openat(dfd, "index.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (ifd >= 0) {
@@ -46,13 +57,29 @@ bool is_earlier_dump(const fs::path& dir) {
     const dirent* e = readdir(listing);
     if (!e) break;
     const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
+    if (name == "." || name == ".." || is_write_probe(name)) continue;  // another run's probe
     struct stat st;
     ok = fstatat(dirfd(listing), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
          listed.count(name) > 0;
   }
+  struct stat seen, now;
+  swapped = fstat(dirfd(listing), &seen) != 0 || stat(dir.c_str(), &now) != 0 ||
+            seen.st_dev != now.st_dev || seen.st_ino != now.st_ino;
   closedir(listing);
   return ok;
+}
+
+}  // namespace
+
+// An earlier dump, looked at again whenever another run swapped its own in during the look (a
+// swap replaces one whole dump with another, so a few looks settle), up to a hundred looks.
+bool is_earlier_dump(const fs::path& dir) {
+  bool swapped = false;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const bool ok = looks_like_earlier_dump(dir, swapped);
+    if (!swapped) return ok;
+  }
+  return false;
 }
 
 OutputTarget check_dump_target(const RunConfig& c) {

@@ -125,10 +125,20 @@ bool is_mount_point(const std::string& dir) {
          st.st_dev != parent.st_dev;
 }
 
+constexpr std::string_view kProbePrefix = ".flashlab-probe-";
+
+}  // namespace
+
+bool is_write_probe(std::string_view name) {
+  return name.size() == kProbePrefix.size() + 6 && name.substr(0, kProbePrefix.size()) == kProbePrefix;
+}
+
+namespace {
+
 // Creating a uniquely named file is the only honest writability test (access() ignores
 // read-only mounts for root, ACLs and full quotas).
 void check_can_create_in(const std::string& option, const std::string& given, const fs::path& dir) {
-  std::string tmpl = (dir / ".flashlab-probe-XXXXXX").string();
+  std::string tmpl = (dir / (std::string(kProbePrefix) + "XXXXXX")).string();
   const int fd = mkstemp(tmpl.data());
   if (fd < 0)
     refuse(option, given, "cannot create files in '" + dir.string() + "' (" + reason(errno) + ")");
@@ -157,9 +167,12 @@ void set_identity(OutputTarget& t, const struct stat& st) {
   t.inode = st.st_ino;
 }
 
+// Empty but for other runs' write probes.
 bool dir_is_empty(const fs::path& dir) {
   std::error_code ec;
-  return fs::directory_iterator(dir, ec) == fs::directory_iterator() && !ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (!is_write_probe(it->path().filename().string())) return false;
+  return !ec;
 }
 
 void write_all(int fd, std::string_view data, const std::string& what) {

@@ -57,6 +57,9 @@ OutputTarget output_file(const std::string& option, const std::string& given);
 // written. Throws UsageError otherwise, when no directory can be created there, when it is a
 // mount point (it cannot be renamed over) or when it holds the working directory.
 using ReplaceableDir = std::function<bool(const std::filesystem::path&)>;
+// The file a run creates for a moment to test that it may write in a directory (and removes at
+// once): another run checking the same directory meanwhile sees it, and must not count it.
+bool is_write_probe(std::string_view name);
 OutputTarget output_dir(const std::string& option, const std::string& given,
                         const ReplaceableDir& replaceable);
 
