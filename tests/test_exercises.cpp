@@ -159,7 +159,8 @@ TEST(Exercises, SolutionsPassTheGradientCheck) {
   std::vector<const VersionInfo*> chosen;
   for (const VersionInfo& v : vs) chosen.push_back(&v);
   for (const lab::GradcheckCase& k : lab::run_gradcheck({}, chosen)) {
-    ASSERT_EQ(k.versions.size(), 3u);
+    // The solutions take neither grouped heads nor windows: the third case has no row for them.
+    ASSERT_EQ(k.versions.size(), k.problem.empty() ? 3u : 0u);
     for (const lab::GradcheckVersion& v : k.versions) {
       SCOPED_TRACE(v.id + (k.causal ? std::string(" causal") : std::string()));
       EXPECT_TRUE(v.not_implemented.empty()) << v.not_implemented;

@@ -1,6 +1,7 @@
-// Lab "gradcheck" — the lecture's demo 1 (N = 48, d = 16, blocks 16 x 12, fp64, causal and not):
-// the tiled forward's O against the reference, every CPU backward against the standard backward
-// from stored P, and all of them against central finite differences on 18 random elements.
+// Lab "gradcheck" — the lecture's demo 1 (N = 48, d = 16, blocks 16 x 12, fp64, causal and not,
+// and grouped heads with a window): the tiled forward's O against the reference, every CPU
+// backward against the standard backward from stored P, and all of them against central finite
+// differences on 18 random elements.
 // The numbers come from run_gradcheck (gradcheck_run.h); this file judges them and writes the
 // report.
 #include <fmt/format.h>
@@ -58,6 +59,7 @@ Report gradcheck(const LabOptions& o) {
       {"fd_elements", 3 * c.per_tensor},
       {"versions", ids_of(chosen)},
       {"eps", c.eps},
+      {"grouped", {{"H", c.H}, {"Hkv", c.Hkv}, {"window", {c.window_left, c.window_right}}}},
       {"bounds", {{"forward_O", kFwdBound}, {"vs_standard", kBwdBound}, {"vs_fd", kFdBound}}}};
 
   Table t{
@@ -65,7 +67,9 @@ Report gradcheck(const LabOptions& o) {
       zh(o) ? fmt::format("梯度检查（N = {}，d = {}，块 {}×{}，FP64）", c.N, c.d, c.Br, c.Bc)
             : fmt::format("Gradient check (N = {}, d = {}, blocks {}×{}, fp64)", c.N, c.d, c.Br,
                           c.Bc),
-      {col("causal", "causal"), col("version", tr(o, "backward", "反向版本")),
+      {col("causal", "causal"),
+       col("problem", tr(o, "heads (H/Hkv), window", "头（H/Hkv）、窗口")),
+       col("version", tr(o, "backward", "反向版本")),
        col("fwd_O", tr(o, "forward O vs reference", "前向 O 的差"), "", "{:.1e}"),
        col("vs_standard",
            tr(o, "vs standard backward (max over dQ, dK, dV)", "vs 标准反向（dQ、dK、dV 最大差）"),
@@ -83,31 +87,33 @@ Report gradcheck(const LabOptions& o) {
     const bool fwd_ok = k.fwd_max_abs <= kFwdBound;
     worst_fwd = std::max(worst_fwd, k.fwd_max_abs);
     worst_fd = std::max(worst_fd, k.standard_vs_fd);
-    t.rows.push_back({k.causal, "standard", k.fwd_max_abs, nullptr, k.standard_vs_fd,
+    const std::string where = fmt::format("causal={}{}", k.causal,
+                                          k.problem.empty() ? "" : ", " + k.problem);
+    t.rows.push_back({k.causal, k.problem, "standard", k.fwd_max_abs, nullptr, k.standard_vs_fd,
                       fwd_ok && k.standard_vs_fd <= kFdBound});
     if (!fwd_ok)
-      failures.push_back(fmt::format("forward O (causal={}): {:.1e}", k.causal, k.fwd_max_abs));
+      failures.push_back(fmt::format("forward O ({}): {:.1e}", where, k.fwd_max_abs));
     if (k.standard_vs_fd > kFdBound)
       failures.push_back(
-          fmt::format("standard vs FD (causal={}): {:.1e}", k.causal, k.standard_vs_fd));
+          fmt::format("standard vs FD ({}): {:.1e}", where, k.standard_vs_fd));
     for (const GradcheckVersion& v : k.versions) {
       if (!v.not_implemented.empty()) {
-        t.rows.push_back({k.causal, v.id, k.fwd_max_abs, nullptr, nullptr, false});
+        t.rows.push_back({k.causal, k.problem, v.id, k.fwd_max_abs, nullptr, nullptr, false});
         const std::string line = fmt::format("FAIL {}: {}", v.id, v.not_implemented);
         if (std::find(unfinished.begin(), unfinished.end(), line) == unfinished.end())
           unfinished.push_back(line);
         continue;
       }
       const bool ok = fwd_ok && v.max_vs_standard <= kBwdBound && v.max_vs_fd <= kFdBound;
-      t.rows.push_back({k.causal, v.id, k.fwd_max_abs, v.max_vs_standard, v.max_vs_fd, ok});
+      t.rows.push_back({k.causal, k.problem, v.id, k.fwd_max_abs, v.max_vs_standard, v.max_vs_fd, ok});
       worst_std = std::max(worst_std, v.max_vs_standard);
       worst_fd = std::max(worst_fd, v.max_vs_fd);
       if (v.max_vs_standard > kBwdBound)
         failures.push_back(
-            fmt::format("{} vs standard (causal={}): {:.1e}", v.id, k.causal, v.max_vs_standard));
+            fmt::format("{} vs standard ({}): {:.1e}", v.id, where, v.max_vs_standard));
       if (v.max_vs_fd > kFdBound)
         failures.push_back(
-            fmt::format("{} vs FD (causal={}): {:.1e}", v.id, k.causal, v.max_vs_fd));
+            fmt::format("{} vs FD ({}): {:.1e}", v.id, where, v.max_vs_fd));
     }
   }
   r.tables.push_back(std::move(t));
@@ -179,6 +185,15 @@ Report gradcheck(const LabOptions& o) {
                         "dO_i ∘ O_i, which needs one row of O and dO, so D is computed once before "
                         "the backward starts. The two agree here to {:.1e}.",
                         gap));
+  if (std_ok && fd_ok && unfinished.empty())
+    r.observations.push_back(
+        zh(o) ? fmt::format("第三组是 {} 个查询头共享 {} 个 K/V 头、窗口 ({}, {}) 加因果掩码：dK、dV 是同组各查询头的"
+                            "梯度之和，窗口外的键 P = 0；有限差分在这里同样吻合。",
+                            c.H, c.Hkv, c.window_left, c.window_right)
+              : fmt::format("The third case has {} query heads over {} K/V heads and a window ({}, {}) "
+                            "under the causal mask: dK and dV sum over each group's query heads, and "
+                            "keys outside the window have P = 0; finite differences agree there too.",
+                            c.H, c.Hkv, c.window_left, c.window_right));
   for (const std::string& f : failures)
     r.observations.push_back((zh(o) ? "超出界限：" : "OUT OF BOUNDS: ") + f);
   for (const std::string& f : unfinished) r.observations.push_back(f);

@@ -42,10 +42,15 @@ const HostTensor& pick(const Gradients& g, char tensor) {
   return tensor == 'Q' ? g.dQ : tensor == 'K' ? g.dK : g.dV;
 }
 
-GradcheckCase run_case(const GradcheckConfig& c, bool causal,
+GradcheckCase run_case(const GradcheckConfig& c, bool causal, bool grouped,
                        const std::vector<const VersionInfo*>& chosen) {
   Problem p;
-  p.shape = Shape{1, 1, c.N, c.N, c.d};
+  p.shape = Shape{1, grouped ? c.H : 1, c.N, c.N, c.d};
+  if (grouped) {
+    p.shape.Hkv = c.Hkv;
+    p.window_left = c.window_left;
+    p.window_right = c.window_right;
+  }
   p.causal = causal;
   p.dtype = DType::f64;
   const Inputs in = make_inputs(p, c.seed);
@@ -55,14 +60,19 @@ GradcheckCase run_case(const GradcheckConfig& c, bool causal,
 
   GradcheckCase out;
   out.causal = causal;
+  if (grouped)
+    out.problem = std::to_string(c.H) + "/" + std::to_string(c.Hkv) + ", window (" +
+                  std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")";
   const Forward ref = reference::forward(p, in, true);
   const Gradients standard = reference::backward(p, in, ref);
 
-  // Elements for the finite differences: stream 5 (+1 when causal) of the seed.
-  Rng rng(c.seed, causal ? 6 : 5);
+  // Elements for the finite differences: stream 5 (+1 when causal, 7 for the grouped case) of the
+  // seed, rows over every head of the tensor.
+  Rng rng(c.seed, grouped ? 7 : causal ? 6 : 5);
   for (char t : {'Q', 'K', 'V'})
     for (int n = 0; n < c.per_tensor; ++n) {
-      FdPoint pt{t, rng.below(c.N), rng.below(c.d), 0, 0};
+      const int64_t heads = t == 'Q' ? p.shape.H : p.shape.kv_heads();
+      FdPoint pt{t, rng.below(heads * c.N), rng.below(c.d), 0, 0};
       const int64_t index = pt.row * c.d + pt.col;
       pt.finite_difference = finite_difference(p, in, t, index, c.eps);
       pt.standard = pick(standard, t)[index];
@@ -79,6 +89,7 @@ GradcheckCase run_case(const GradcheckConfig& c, bool causal,
   // Each CPU backward, fed by its own forward when it has one (naive needs its P), else by the
   // tiled forward's O and LSE.
   for (const VersionInfo* v : chosen) {
+    if (p.axes() & ~v->axes) continue;  // a starter that does not take grouped heads or windows
     GradcheckVersion row{v->id, 0, 0, {}};
     Gradients g = poisoned(p.shape);
     try {
@@ -126,7 +137,8 @@ std::vector<const VersionInfo*> backward_versions() {
 std::vector<GradcheckCase> run_gradcheck(const GradcheckConfig& config,
                                          const std::vector<const VersionInfo*>& chosen) {
   const std::vector<const VersionInfo*> vs = chosen.empty() ? backward_versions() : chosen;
-  return {run_case(config, false, vs), run_case(config, true, vs)};
+  return {run_case(config, false, false, vs), run_case(config, true, false, vs),
+          run_case(config, true, true, vs)};
 }
 
 }  // namespace flashlab::lab

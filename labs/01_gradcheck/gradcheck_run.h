@@ -15,7 +15,9 @@
 namespace flashlab::lab {
 
 struct GradcheckConfig {
-  int64_t N = 48, d = 16;  // one head, Nq = Nk = N
+  int64_t N = 48, d = 16;  // Nq = Nk = N; one head, or H over Hkv in the grouped case
+  int64_t H = 4, Hkv = 2;                       // the grouped case's heads
+  int64_t window_left = 6, window_right = 3;    // ... and its window (with the causal mask)
   int Br = 16, Bc = 12;    // blocks of the tiled and FA backward versions
   uint64_t seed = 0;       // inputs and the choice of elements
   int per_tensor = 6;      // finite-difference elements drawn from each of Q, K, V
@@ -25,7 +27,7 @@ struct GradcheckConfig {
 // One element checked by finite differences.
 struct FdPoint {
   char tensor;       // 'Q', 'K' or 'V'
-  int64_t row, col;  // position in the [N, d] tensor
+  int64_t row, col;  // position in the tensor as [heads * N, d] (Q: H heads, K, V: Hkv)
   double finite_difference;
   double standard;  // the standard backward's value there
 };
@@ -41,6 +43,8 @@ struct GradcheckVersion {
 
 struct GradcheckCase {
   bool causal = false;
+  // "" for one head without a window; "H/Hkv, window (L, R)" for the grouped case.
+  std::string problem;
   double fwd_max_abs = 0;                  // max |O_tiled - O_reference|
   double standard_vs_fd = 0;               // max |standard backward - finite difference|
   std::vector<GradcheckVersion> versions;  // in registry order
@@ -51,7 +55,9 @@ struct GradcheckCase {
 // chosen by id).
 std::vector<const VersionInfo*> backward_versions();
 
-// Non-causal first, then causal; `versions` are the backward versions to check (default: all).
+// Non-causal first, then causal, then grouped heads with a window under the causal mask (a version
+// that does not take those axes has no row there); `versions` are the backward versions to check
+// (default: all).
 std::vector<GradcheckCase> run_gradcheck(const GradcheckConfig& config = {},
                                          const std::vector<const VersionInfo*>& versions = {});
 

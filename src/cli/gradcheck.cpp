@@ -13,7 +13,8 @@ void register_gradcheck(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand(
       "gradcheck",
       "gradient check: tiled forward and the backward versions vs the standard backward vs "
-      "finite differences (N = 48, d = 16, blocks 16x12, fp64, causal and not)");
+      "finite differences (N = 48, d = 16, blocks 16x12, fp64, causal and not, and 4 query heads "
+      "over 2 K/V heads with a window)");
   sub->add_option("--versions", chosen,
                   "the backward versions to check, e.g. an exercise (default: every backward of "
                   "the ladder)");

@@ -437,6 +437,7 @@ void rerun_gradcheck(const json& doc, RerunCheck& rc) {
     std::string version;
     bool causal, within_bounds;
     std::map<std::string, json> values;
+    std::string problem;  // "" for one head (reports from before the grouped case have none)
   };
   std::vector<Old> old_rows;
   int i = 0;
@@ -445,12 +446,14 @@ void rerun_gradcheck(const json& doc, RerunCheck& rc) {
     Old x{string_field(r, "version", at, 64),
           bool_field(r, "causal", at),
           bool_field(r, "within_bounds", at),
+          {},
           {}};
     for (const char* key : {"fwd_O", "vs_standard", "vs_fd"}) {
       const json& v = field(r, key, at);
       if (!v.is_null()) number_value(v, "the report's " + at + "." + key);
       x.values[key] = v;
     }
+    if (r.is_object() && r.contains("problem")) x.problem = string_field(r, "problem", at, 64);
     old_rows.push_back(std::move(x));
   }
   const Report now = lab->run(o);
@@ -460,14 +463,18 @@ void rerun_gradcheck(const json& doc, RerunCheck& rc) {
       if (t.columns[i].key == key) return i;
     throw std::logic_error(std::string("gradcheck table without ") + key);
   };
-  const size_t kc = col("causal"), kv = col("version"), kok = col("within_bounds");
+  const size_t kc = col("causal"), kp = col("problem"), kv = col("version"),
+               kok = col("within_bounds");
   for (const std::vector<json>& row : t.rows) {
     const std::string id = row[kv].get<std::string>();
     const bool causal = row[kc].get<bool>();
+    const std::string problem = row[kp].get<std::string>();
     const Old* old = nullptr;
     for (const Old& r : old_rows)
-      if (r.version == id && r.causal == causal) old = &r;
-    const std::string label = id + (causal ? " (causal)" : "");
+      if (r.version == id && r.causal == causal && r.problem == problem) old = &r;
+    std::string tags = causal ? "causal" : "";
+    if (!problem.empty()) tags += (tags.empty() ? "" : ", ") + problem;
+    const std::string label = id + (tags.empty() ? "" : " (" + tags + ")");
     if (!old) {
       rc.add(label, "-", "-", nullptr, nullptr, false, "the report has no row for it");
       continue;
