@@ -96,7 +96,7 @@ TEST(CliWriteErrors, StdoutThatCannotBeWrittenIsAnError) {
     EXPECT_EQ(r.status, 3);
     expect_one_line(r, "cannot write to stdout");
   }
-  // new: the folder is written, the line it prints is not.
+  // new: refused before the folder is created, since nothing could say it was.
   fs::create_directories(dir / "tree/kernels");
   fs::copy(std::string(FLASHLAB_SOURCE_DIR) + "/kernels/template", dir / "tree/kernels/template",
            fs::copy_options::recursive);
@@ -104,6 +104,12 @@ TEST(CliWriteErrors, StdoutThatCannotBeWrittenIsAnError) {
   const CliResult r = run_shell("new x --root " + quoted(dir / "tree"), ">&-");
   EXPECT_EQ(r.status, 3);
   expect_one_line(r, "cannot write to stdout");
+  EXPECT_FALSE(fs::exists(dir / "tree/kernels/07_x"));
+  std::vector<std::string> made;
+  for (const auto& e : fs::directory_iterator(dir / "tree/kernels"))
+    made.push_back(e.path().filename().string());
+  EXPECT_EQ(made, std::vector<std::string>{"template"});
+  EXPECT_NE(r.err.find("nothing was created"), std::string::npos) << r.err;
 }
 
 TEST(CliWriteErrors, AClosedPipeIsAnErrorNotASilentDeath) {

@@ -51,6 +51,14 @@ NAME-deterministic); two `new` at once take turns.)");
   sub->callback([&action] {
     action = [] {
       const Outputs outputs = check_outputs(out, kTables);
+      // The folder is new's work and its report the only word of it: with stdout closed from the
+      // start, refuse before creating anything rather than create a folder that nobody is told of.
+      const bool to_stdout = outputs.text_to_stdout ||
+                             (outputs.json.kind == OutputTarget::Kind::stream && outputs.json.fd == 1);
+      if (to_stdout && stream_was_closed(1))
+        throw std::runtime_error(
+            "cannot write to stdout: it is closed; nothing was created (give new an open stdout, "
+            "even >/dev/null)");
       const NewVersionResult r = new_version(o);
       return emit(new_report(o, r), outputs);
     };

@@ -310,9 +310,9 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   }
 
   Table budget{"budget",
-               fmt::format("Error budget per output ({} x the largest of these; rel = "
+               fmt::format("Error budget per output ({} x the largest of these, at most {}; rel = "
                            "|x - ref| / |ref|)",
-                           kBudgetFactor),
+                           kBudgetFactor, kBudgetCeiling),
                {{"output", "output", "", ""},
                 {"lowp_rel", "straightforward " + to_string(p.dtype), "", "{:.2e}"},
                 {"rounded_rel", "ref rounded to dtype", "", "{:.2e}"},
