@@ -226,6 +226,37 @@ TEST(CliWriteErrors, WorkingDirectoriesTooDeepToNameOrDeleted) {
   EXPECT_EQ(json::parse(slurp(dir / "abs.json"))["command"], "list");
 }
 
+// Mount points, in a mount namespace of the test's own (skipped where it may not make one): a
+// directory mounted over is refused as --dump before the work, a directory inside it is written;
+// a file mounted over is refused as --json before the work, and nothing under either changes.
+TEST(CliWriteErrors, MountPointsAreRefusedBeforeTheWork) {
+  if (std::system("unshare -m true >/dev/null 2>&1") != 0 ||
+      std::system("unshare -m sh -c 'mount --bind / /mnt' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no mount namespace here (needs CAP_SYS_ADMIN)";
+  ScratchDir dir, io;
+  fs::create_directories(dir / "A");
+  fs::create_directories(dir / "B");
+  std::ofstream(dir / "a.json") << "{}";
+  std::ofstream(dir / "b.json") << "";
+  const std::string bin = quoted(testing::flashlab_bin()) + " " + kTinyRun;
+  const std::string in_ns =
+      "mount --bind " + quoted(dir / "A") + " " + quoted(dir / "B") + " && mount --bind " +
+      quoted(dir / "a.json") + " " + quoted(dir / "b.json") + " && " + bin + " --dump " +
+      quoted(dir / "B") + " >/dev/null 2>" + quoted(io / "err1") + "; echo $? >" +
+      quoted(io / "st1") + "; " + bin + " --dump " + quoted(dir / "B/D") + " >/dev/null 2>" +
+      quoted(io / "err2") + "; echo $? >" + quoted(io / "st2") + "; " + bin + " --json " +
+      quoted(dir / "b.json") + " >/dev/null 2>" + quoted(io / "err3") + "; echo $? >" +
+      quoted(io / "st3");
+  ASSERT_EQ(std::system(("unshare -m /bin/bash -c " + sh(in_ns)).c_str()), 0);
+  EXPECT_EQ(slurp(io.path() / "st1"), "2\n") << slurp(io.path() / "err1");
+  EXPECT_NE(slurp(io.path() / "err1").find("it is a mount point"), std::string::npos);
+  EXPECT_EQ(slurp(io.path() / "st2"), "0\n") << slurp(io.path() / "err2");
+  EXPECT_TRUE(fs::exists(dir / "A/D/index.json"));  // written through the mount, into A
+  EXPECT_EQ(slurp(io.path() / "st3"), "2\n") << slurp(io.path() / "err3");
+  EXPECT_NE(slurp(io.path() / "err3").find("it is a mount point"), std::string::npos);
+  EXPECT_EQ(slurp(dir / "a.json"), "{}");
+}
+
 // Two runs at once over an earlier dump: each sees a whole earlier dump, never someone's files.
 TEST(CliWriteErrors, ConcurrentDumpsOverAnEarlierOne) {
   ScratchDir dir;

@@ -376,6 +376,9 @@ OutputTarget output_file(const std::string& option, const std::string& given) {
   }
   if (stat(t.path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) refuse(option, given, "it is a directory");
+    // A file mounted over (a bind mount) cannot be renamed over: refused now, not after the work.
+    if (is_mount_point(t.path))
+      refuse(option, given, "it is a mount point, which cannot be replaced; choose another path");
     t.exists = true;
     set_identity(t, st);
   }
