@@ -7,8 +7,10 @@
 // must exit with status N. So the guide proves, each time the tests run:
 //   - a new version from `flashlab new myrung --from atomic-dq` is built and passes, with no other
 //     file of the tree changed (`git status` shows the new folder alone);
-//   - each starter says `not implemented` and exits 1; its solution passes run, gradcheck and the
-//     lab that takes it;
+//   - each starter says `not implemented` and exits 1; a wrong answer to each exercise (its
+//     solution with one term dropped) makes run, gradcheck and the lab that takes it fail (exit 1,
+//     a FAIL or OUT OF BOUNDS line); its solution passes all three;
+//   - `lab all` with an unfinished rung in the tree runs every lab, the rung one FAIL line (exit 1);
 //   - verify: all match on the untouched report, a changed line is named (exit 1), bad input
 //     exits 2.
 // docs/COURSEWORK.zh.md must hold the same commands, in the same order.

@@ -186,28 +186,11 @@ Report bwd_ratio(const LabOptions& o) {
   // A student's backward is timed only if it is right: its gradients are checked against the fp64
   // reference and the error budget first (CPU, fp32, causal and not), as `flashlab run` would.
   if (!o.versions.empty()) {
-    for (const bool causal : {false, true}) {
-      RunConfig c;
-      c.problem = make_problem(1, 192, 64, causal, DType::f32);
-      c.versions = {&bwd};
-      c.seed = o.seed;
-      c.repeats = 1;
-      c.warmup = 0;
-      Progress quiet;
-      const RunOutcome out = run_versions(c, quiet);
-      const VersionOutcome& v = out.versions.front();
-      if (v.ok()) continue;
-      std::string why;
-      for (const std::string& f : v.failures) why += (why.empty() ? "" : "; ") + f;
-      r.observations.push_back(
-          zh(o) ? fmt::format("FAIL {}：它的梯度不对（N = 192，fp32，causal = {}）：{}。"
-                              "错的反向的耗时没有意义。",
-                              bwd.id, causal, why)
-                : fmt::format("FAIL {}: its gradients are wrong (N = 192, fp32, causal = {}): {}. "
-                              "A wrong backward's time means nothing.",
-                              bwd.id, causal, why));
+    const std::string fail = wrong_backward(bwd, o, "A wrong backward's time means nothing.",
+                                            "错的反向的耗时没有意义。");
+    if (!fail.empty()) {
+      r.observations.push_back(fail);
       r.ok = false;
-      break;
     }
   }
   r.figures["time_ratio_max"] = {{"value", hi}, {"unit", "ratio"}};

@@ -120,10 +120,15 @@ Report no_lse(const LabOptions& o) {
   }
   r.tables.push_back(std::move(t));
   if (mine) {
+    // Its numbers first, as `flashlab run` would check them: right counts of a wrong backward do
+    // not make it a backward without LSE.
+    const std::string fail = wrong_backward(*mine, o, "Its counts below are of a wrong backward.",
+                                            "下面的计数属于一个错的反向。");
+    if (!fail.empty()) r.observations.push_back(fail);
     const Row* wrong = nullptr;
     for (const Row& w : rows)
       if (!wrong && !w.as_expected()) wrong = &w;
-    r.ok = wrong == nullptr;
+    r.ok = wrong == nullptr && fail.empty();
     if (!wrong)
       r.observations.push_back(
           zh(o) ? fmt::format("不存 LSE 的一列由 {} 的反向计数（dry run），存 LSE 的一列由 "

@@ -8,6 +8,8 @@
 
 #include "cuda/runner.h"
 #include "labs/common/hopper_pair.h"
+#include "run/runner.h"
+#include "util/progress.h"
 
 namespace flashlab::lab {
 
@@ -102,6 +104,29 @@ double median(std::vector<double> xs) {
   std::sort(xs.begin(), xs.end());
   const size_t n = xs.size();
   return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+}
+
+std::string wrong_backward(const VersionInfo& v, const LabOptions& o, const std::string& then_en,
+                           const std::string& then_zh) {
+  for (const bool causal : {false, true}) {
+    RunConfig c;
+    c.problem = make_problem(1, 192, 64, causal, DType::f32);
+    c.versions = {&v};
+    c.seed = o.seed;
+    c.repeats = 1;
+    c.warmup = 0;
+    Progress quiet;
+    const RunOutcome out = run_versions(c, quiet);
+    const VersionOutcome& got = out.versions.front();
+    if (got.ok()) continue;
+    std::string why;
+    for (const std::string& f : got.failures) why += (why.empty() ? "" : "; ") + f;
+    return zh(o) ? fmt::format("FAIL {}：它的梯度不对（N = 192，fp32，causal = {}）：{}。{}", v.id,
+                               causal, why, then_zh)
+                 : fmt::format("FAIL {}: its gradients are wrong (N = 192, fp32, causal = {}): {}. {}",
+                               v.id, causal, why, then_en);
+  }
+  return {};
 }
 
 }  // namespace flashlab::lab

@@ -49,4 +49,11 @@ std::vector<std::string> ids_of(const std::vector<const VersionInfo*>& vs);
 // Median of a list of timings (the list is copied).
 double median(std::vector<double> xs);
 
+// A student's backward checked before a lab uses it, as `flashlab run` would check it: its
+// gradients against the fp64 reference and the error budget (CPU, fp32, B = 1, H = 1, N = 192,
+// d = 64, causal and not). Empty when it passes, else the lab's FAIL line (in the report's
+// language), whose last sentence is `then`.
+std::string wrong_backward(const VersionInfo& v, const LabOptions& o, const std::string& then_en,
+                           const std::string& then_zh);
+
 }  // namespace flashlab::lab
