@@ -228,7 +228,8 @@ TEST(CliWriteErrors, WorkingDirectoriesTooDeepToNameOrDeleted) {
 
 // Mount points, in a mount namespace of the test's own (skipped where it may not make one): a
 // directory mounted over is refused as --dump before the work, a directory inside it is written;
-// a file mounted over is refused as --json before the work, and nothing under either changes.
+// a file mounted over is refused as --json before the work, and nothing under either changes; one
+// new file named through the mount and directly is one output, refused.
 TEST(CliWriteErrors, MountPointsAreRefusedBeforeTheWork) {
   if (std::system("unshare -m true >/dev/null 2>&1") != 0 ||
       std::system("unshare -m sh -c 'mount --bind / /mnt' >/dev/null 2>&1") != 0)
@@ -246,7 +247,10 @@ TEST(CliWriteErrors, MountPointsAreRefusedBeforeTheWork) {
       quoted(io / "st1") + "; " + bin + " --dump " + quoted(dir / "B/D") + " >/dev/null 2>" +
       quoted(io / "err2") + "; echo $? >" + quoted(io / "st2") + "; " + bin + " --json " +
       quoted(dir / "b.json") + " >/dev/null 2>" + quoted(io / "err3") + "; echo $? >" +
-      quoted(io / "st3");
+      quoted(io / "st3") + "; " + bin + " --json " + quoted(dir / "r.json") +
+      " >/dev/null 2>&1; " + quoted(testing::flashlab_bin()) + " plot " + quoted(dir / "r.json") +
+      " -o " + quoted(dir / "A/p.svg") + " --json " + quoted(dir / "B/p.svg") + " >/dev/null 2>" +
+      quoted(io / "err4") + "; echo $? >" + quoted(io / "st4");
   ASSERT_EQ(std::system(("unshare -m /bin/bash -c " + sh(in_ns)).c_str()), 0);
   EXPECT_EQ(slurp(io.path() / "st1"), "2\n") << slurp(io.path() / "err1");
   EXPECT_NE(slurp(io.path() / "err1").find("it is a mount point"), std::string::npos);
@@ -255,6 +259,11 @@ TEST(CliWriteErrors, MountPointsAreRefusedBeforeTheWork) {
   EXPECT_EQ(slurp(io.path() / "st3"), "2\n") << slurp(io.path() / "err3");
   EXPECT_NE(slurp(io.path() / "err3").find("it is a mount point"), std::string::npos);
   EXPECT_EQ(slurp(dir / "a.json"), "{}");
+  // One new file by two names, through the mount: the same output, refused before the work.
+  EXPECT_EQ(slurp(io.path() / "st4"), "2\n") << slurp(io.path() / "err4");
+  EXPECT_NE(slurp(io.path() / "err4").find("are the same output"), std::string::npos)
+      << slurp(io.path() / "err4");
+  EXPECT_FALSE(fs::exists(dir / "A/p.svg"));
 }
 
 // Two runs at once over an earlier dump: each sees a whole earlier dump, never someone's files.
