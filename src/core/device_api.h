@@ -14,9 +14,14 @@
 namespace flashlab::cuda {
 
 // Device pointers for one problem. Q, K, V, O, dO, dQ, dK, dV hold the problem's storage dtype
-// (fp16 or bf16 as raw 16-bit words); LSE and D are float. All tensors [B,H,N,d] contiguous.
+// (fp16 or bf16 as raw 16-bit words); LSE and D are float. All tensors [B,H,N,d] contiguous, or,
+// for a packed batch, [total, H, d] and LSE [H, total_q] (core/problem.h), with the cumulative
+// offsets of the sequences on the device.
 struct DeviceTensors {
   Problem problem;
+  // A packed batch only: B + 1 offsets each (cu_q[b] = Shape::q_start(b)), int32 as FA's API.
+  const int32_t* cu_q = nullptr;
+  const int32_t* cu_k = nullptr;
   const void* Q = nullptr;
   const void* K = nullptr;
   const void* V = nullptr;

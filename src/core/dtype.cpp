@@ -113,6 +113,7 @@ double unit_roundoff(DType t) {
 const char* axis_name(unsigned axes) {
   if (axes & kGroupedHeads) return "grouped K/V heads (--heads-kv)";
   if (axes & kWindow) return "a sliding window (--window)";
+  if (axes & kPacked) return "a packed batch (--seqlens)";
   return "dense multi-head attention";
 }
 

@@ -4,6 +4,15 @@
 // Layout: Q, O, dO, dQ are [B, H, Nq, d] contiguous; K, V, dK, dV are [B, Hkv, Nk, d] (grouped
 // heads: Hkv divides H, and query head h reads K/V head h / (H / Hkv)); LSE and D are [B, H, Nq].
 //
+// A packed batch (FlashAttention's varlen layout) holds B sequences of their own lengths: sequence
+// b has lens_q[b] query rows and lens_k[b] keys, stored one after another, token-major:
+//   Q, O, dO, dQ [total_q, H, d]    K, V, dK, dV [total_k, Hkv, d]    LSE, D [H, total_q]
+// Sequence b's rows start at token q_start(b) = lens_q[0] + ... + lens_q[b-1] (the cumulative
+// offsets cu_seqlens of FA's API are q_start(0..B)). Every mask is aligned per sequence, and a
+// sequence is a problem of its own (packed.h): a length of 0 is allowed; a sequence with no query
+// rows writes nothing and its dK, dV are 0; one with no keys gets O = 0, LSE = -inf, dQ = 0. Nq
+// and Nk are the longest lengths.
+//
 // Which keys a query row sees, all aligned bottom-right (off = Nk - Nq, as FlashAttention >= 2.1):
 //   causal          key j <= i + off
 //   window (L, R)   i + off - L <= j <= i + off + R   (-1: no bound on that side)
@@ -23,6 +32,18 @@ enum class DType { f64, f32, f16, bf16 };
 struct Shape {
   int64_t B = 1, H = 1, Nq = 1, Nk = 1, d = 64;
   int64_t Hkv = 0;  // K/V heads; 0 means H (one K/V head per query head)
+  // A packed batch: B lengths each (empty: every sequence has Nq queries and Nk keys).
+  std::vector<int64_t> lens_q = {}, lens_k = {};
+
+  bool packed() const { return !lens_q.empty(); }
+  int64_t len_q(int64_t b) const { return packed() ? lens_q[b] : Nq; }
+  int64_t len_k(int64_t b) const { return packed() ? lens_k[b] : Nk; }
+  // The first query row (key) of sequence b, counted in tokens over the batch: q_start(B) is the
+  // batch's query tokens in all.
+  int64_t q_start(int64_t b) const { return start_of(lens_q, b, Nq); }
+  int64_t k_start(int64_t b) const { return start_of(lens_k, b, Nk); }
+  int64_t total_q() const { return q_start(B); }
+  int64_t total_k() const { return k_start(B); }
 
   int64_t kv_heads() const { return Hkv > 0 ? Hkv : H; }
   bool grouped() const { return kv_heads() != H; }
@@ -35,9 +56,17 @@ struct Shape {
   int64_t first_q_of(int64_t kh) const {
     return (kh / kv_heads()) * H + (kh % kv_heads()) * group();
   }
-  int64_t q_elems() const { return B * H * Nq * d; }            // Q, O, dO, dQ
-  int64_t kv_elems() const { return B * kv_heads() * Nk * d; }  // K, V, dK, dV
-  int64_t lse_elems() const { return B * H * Nq; }              // LSE, D
+  int64_t q_elems() const { return total_q() * H * d; }            // Q, O, dO, dQ
+  int64_t kv_elems() const { return total_k() * kv_heads() * d; }  // K, V, dK, dV
+  int64_t lse_elems() const { return total_q() * H; }              // LSE, D
+
+ private:
+  static int64_t start_of(const std::vector<int64_t>& lens, int64_t b, int64_t n) {
+    if (lens.empty()) return b * n;
+    int64_t t = 0;
+    for (int64_t i = 0; i < b; ++i) t += lens[i];
+    return t;
+  }
 };
 
 // The axes a problem may have beyond dense multi-head attention. A version declares the ones it
@@ -45,6 +74,7 @@ struct Shape {
 enum Axis : unsigned {
   kGroupedHeads = 1u << 0,  // Hkv < H
   kWindow = 1u << 1,        // a sliding window
+  kPacked = 1u << 2,        // a packed batch of sequences of their own lengths
 };
 // "grouped K/V heads (--heads-kv)", "a sliding window (--window)": the first axis in `axes`.
 const char* axis_name(unsigned axes);
@@ -64,7 +94,8 @@ struct Problem {
   int64_t causal_offset() const { return shape.Nk - shape.Nq; }
   // The axes beyond dense multi-head attention this problem uses (Axis flags).
   unsigned axes() const {
-    return (shape.grouped() ? kGroupedHeads : 0u) | (windowed() ? kWindow : 0u);
+    return (shape.grouped() ? kGroupedHeads : 0u) | (windowed() ? kWindow : 0u) |
+           (shape.packed() ? kPacked : 0u);
   }
   // The keys query row r sees: [first_key(r), last_key(r)], empty when first_key(r) > last_key(r).
   // Both are nondecreasing in r.

@@ -207,7 +207,7 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   // 2. Allocate and upload.
   RunResult res;
   int64_t allocated = 0;
-  DeviceBuffer Q, K, V, O, LSE, dO, dQ, dK, dV, work;
+  DeviceBuffer Q, K, V, O, LSE, dO, dQ, dK, dV, work, cu;
   Q.allocate(2 * s.q, allocated);
   K.allocate(2 * s.kv, allocated);
   V.allocate(2 * s.kv, allocated);
@@ -220,6 +220,13 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
     dV.allocate(2 * s.kv, allocated);
   }
   work.allocate(s.workspace, allocated);
+  // A packed batch: its cumulative offsets, queries then keys, B + 1 each.
+  std::vector<int32_t> offsets;
+  if (p.shape.packed()) {
+    for (int64_t b = 0; b <= p.shape.B; ++b) offsets.push_back(int32_t(p.shape.q_start(b)));
+    for (int64_t b = 0; b <= p.shape.B; ++b) offsets.push_back(int32_t(p.shape.k_start(b)));
+    cu.allocate(4 * offsets.size(), allocated);
+  }
   std::optional<L2Flush> l2;
   if (flushes) {
     l2.emplace();
@@ -232,6 +239,9 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   upload_words(p.dtype, in.K, s.kv, K, "K");
   upload_words(p.dtype, in.V, s.kv, V, "V");
   if (s.bwd) upload_words(p.dtype, in.dO, s.q, dO, "dO");
+  if (!offsets.empty())
+    FLASHLAB_CUDA_CHECK(
+        cudaMemcpy(cu.get(), offsets.data(), 4 * offsets.size(), cudaMemcpyHostToDevice));
   if (s.needs_o_lse_input) {
     upload_words(p.dtype, fwd_in->O, s.q, O, "O");
     std::vector<float> lse(fwd_in->LSE.begin(), fwd_in->LSE.end());
@@ -251,6 +261,10 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   t.dK = dK.get();
   t.dV = dV.get();
   t.workspace = work.get();
+  if (!offsets.empty()) {
+    t.cu_q = static_cast<const int32_t*>(cu.get());
+    t.cu_k = t.cu_q + p.shape.B + 1;
+  }
   t.stream = stream.get();
   cudaStream_t st = stream.get();
 
