@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/packed.h"
 
 namespace flashlab::reference {
 
@@ -32,6 +33,9 @@ bool worth_threads(const Problem& p) {
 
 void check(const Problem& p, const Inputs& in, const char* who) {
   const Shape& s = p.shape;
+  if (s.packed() && (static_cast<int64_t>(s.lens_q.size()) != s.B ||
+                     static_cast<int64_t>(s.lens_k.size()) != s.B))
+    throw std::invalid_argument(std::string(who) + ": a packed batch has B lengths of each kind");
   if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1 || s.d < 1)
     throw std::invalid_argument(std::string(who) + ": every dimension must be at least 1");
   if (s.kv_heads() < 1 || s.H % s.kv_heads() != 0)
@@ -226,30 +230,86 @@ Gradients backward_in(const Problem& p, const Inputs& in, const Forward& fwd, DT
 
 }  // namespace
 
+// A packed batch runs sequence by sequence (core/packed.h), each a dense problem of its own.
 Forward forward(const Problem& p, const Inputs& in, bool keep_P) {
   check(p, in, "reference forward");
+  Forward f;
+  if (p.shape.packed()) {
+    forward_by_sequence(p, in, f, [&](const Problem& one, const Inputs& in1, Forward& out) {
+      out = forward_in<double>(one, in1, keep_P, DType::f64);
+    });
+    return f;
+  }
   return forward_in<double>(p, in, keep_P, DType::f64);
 }
 
 Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd) {
   check(p, in, "reference backward");
+  Gradients g;
+  if (p.shape.packed()) {
+    backward_by_sequence(
+        p, in, fwd, g,
+        [&](const Problem& one, const Inputs& in1, const Forward& f, Gradients& out) {
+          out = backward_in<double>(one, in1, f, DType::f64);
+        });
+    return g;
+  }
   return backward_in<double>(p, in, fwd, DType::f64);
 }
 
 Forward lowp_forward(const Problem& p, const Inputs& in) {
   check(p, in, "lowp forward");
-  if (p.dtype == DType::f64) return forward_in<double>(p, in, true, DType::f64);
-  return forward_in<float>(p, in, true, p.dtype);
+  const auto dense = [](const Problem& q, const Inputs& x) {
+    if (q.dtype == DType::f64) return forward_in<double>(q, x, true, DType::f64);
+    return forward_in<float>(q, x, true, q.dtype);
+  };
+  if (!p.shape.packed()) return dense(p, in);
+  Forward f;
+  forward_by_sequence(p, in, f, [&](const Problem& one, const Inputs& in1, Forward& out) {
+    out = dense(one, in1);
+  });
+  return f;
 }
 
 Gradients lowp_backward(const Problem& p, const Inputs& in, const Forward& lowp_fwd) {
   check(p, in, "lowp backward");
-  if (p.dtype == DType::f64) return backward_in<double>(p, in, lowp_fwd, DType::f64);
-  return backward_in<float>(p, in, lowp_fwd, p.dtype);
+  const auto dense = [](const Problem& q, const Inputs& x, const Forward& f) {
+    if (q.dtype == DType::f64) return backward_in<double>(q, x, f, DType::f64);
+    return backward_in<float>(q, x, f, q.dtype);
+  };
+  if (!p.shape.packed()) return dense(p, in, lowp_fwd);
+  Gradients g;
+  backward_by_sequence(p, in, lowp_fwd, g,
+                       [&](const Problem& one, const Inputs& in1, const Forward& f,
+                           Gradients& out) { out = dense(one, in1, f); });
+  return g;
 }
+
+namespace {
+
+// A packed batch holds its packed outputs (and P) for the whole run, and one sequence's gathered
+// inputs and dense work at a time: the largest.
+template <class F>
+int64_t packed_peak(const Problem& p, int64_t whole, F&& one_peak) {
+  const Shape& s = p.shape;
+  int64_t most = 0;
+  for (int64_t b = 0; b < s.B; ++b) {
+    const Problem one = sequence_problem(p, b);
+    if (one.shape.Nq < 1 || one.shape.Nk < 1) continue;
+    const Shape& o = one.shape;
+    most = std::max(most, 8 * (2 * o.q_elems() + 2 * o.kv_elems()) + one_peak(one));
+  }
+  return whole + most;
+}
+
+}  // namespace
 
 int64_t forward_peak_bytes(const Problem& p, int acc_bytes, bool keep_P) {
   const Shape& s = p.shape;
+  if (s.packed())
+    return packed_peak(
+        p, 8 * (s.q_elems() + s.lse_elems()) + (keep_P ? 8 * p_start(s, s.B) : 0),
+        [&](const Problem& one) { return forward_peak_bytes(one, acc_bytes, keep_P); });
   const int64_t threads = worth_threads(p) ? omp_get_max_threads() : 1;
   int64_t bytes = 8 * (s.q_elems() + s.lse_elems());                    // O, LSE
   if (keep_P) bytes += 8 * s.heads() * s.Nq * s.Nk;                     // P
@@ -260,6 +320,11 @@ int64_t forward_peak_bytes(const Problem& p, int acc_bytes, bool keep_P) {
 
 int64_t backward_peak_bytes(const Problem& p, int acc_bytes) {
   const Shape& s = p.shape;
+  if (s.packed())
+    return packed_peak(p, 8 * (s.q_elems() + 2 * s.kv_elems()), [&](const Problem& one) {
+      return backward_peak_bytes(one, acc_bytes) +
+             8 * one.shape.heads() * one.shape.Nq * one.shape.Nk;  // its slice of P
+    });
   const int64_t threads = worth_threads(p) ? omp_get_max_threads() : 1;
   int64_t bytes = 8 * (s.q_elems() + 2 * s.kv_elems());       // dQ, dK, dV
   bytes += acc_bytes * (2 * s.kv_elems() + 2 * s.q_elems());  // V^T, K, Q, dO
@@ -277,6 +342,19 @@ double finite_difference(const Problem& p, const Inputs& in, char which, int64_t
                          double eps) {
   check(p, in, "finite_difference");
   const Shape& s = p.shape;
+  if (s.packed()) {  // the element's sequence, and its place in that sequence's dense layout
+    const int64_t heads = which == 'Q' ? s.H : s.kv_heads();
+    const int64_t token = index / (heads * s.d), h = (index / s.d) % heads, c = index % s.d;
+    int64_t b = 0;
+    while (b + 1 < s.B && (which == 'Q' ? s.q_start(b + 1) : s.k_start(b + 1)) <= token) ++b;
+    const int64_t r = token - (which == 'Q' ? s.q_start(b) : s.k_start(b));
+    const int64_t len = which == 'Q' ? s.len_q(b) : s.len_k(b);
+    if (index < 0 || r < 0 || r >= len)
+      throw std::invalid_argument("finite_difference: index out of range");
+    const Problem one = sequence_problem(p, b);
+    if (one.shape.Nq < 1 || one.shape.Nk < 1) return 0.0;  // nothing reads it
+    return finite_difference(one, sequence_inputs(p, in, b), which, (h * len + r) * s.d + c, eps);
+  }
   const int64_t q_head = s.Nq * s.d, kv_head = s.Nk * s.d;
   const HostTensor* target = which == 'Q'   ? &in.Q
                              : which == 'K' ? &in.K
@@ -314,6 +392,13 @@ double finite_difference(const Problem& p, const Inputs& in, char which, int64_t
 HostTensor rowsum_o_do(const Problem& p, const Inputs& in, const Forward& fwd) {
   const Shape& s = p.shape;
   HostTensor D(static_cast<size_t>(s.lse_elems()), 0.0);
+  if (s.packed()) {  // O, dO [total, H, d]; D [H, total]
+    for (int64_t t = 0; t < s.total_q(); ++t)
+      for (int64_t h = 0; h < s.H; ++h)
+        for (int64_t k = 0; k < s.d; ++k)
+          D[h * s.total_q() + t] += fwd.O[(t * s.H + h) * s.d + k] * in.dO[(t * s.H + h) * s.d + k];
+    return D;
+  }
   for (int64_t r = 0; r < s.lse_elems(); ++r)
     for (int64_t k = 0; k < s.d; ++k) D[r] += fwd.O[r * s.d + k] * in.dO[r * s.d + k];
   return D;
@@ -321,6 +406,18 @@ HostTensor rowsum_o_do(const Problem& p, const Inputs& in, const Forward& fwd) {
 
 HostTensor rowsum_p_dp(const Problem& p, const Inputs& in, const Forward& fwd) {
   const Shape& s = p.shape;
+  if (s.packed()) {
+    HostTensor D(static_cast<size_t>(s.lse_elems()), 0.0);
+    for (int64_t b = 0; b < s.B; ++b) {
+      const Problem one = sequence_problem(p, b);
+      if (one.shape.Nq < 1 || one.shape.Nk < 1) continue;
+      Forward f;
+      f.P.assign(fwd.P.begin() + p_start(s, b), fwd.P.begin() + p_start(s, b + 1));
+      scatter_lse(rowsum_p_dp(one, sequence_inputs(p, in, b), f), s.total_q(), s.q_start(b),
+                  one.shape.Nq, s.H, D);
+    }
+    return D;
+  }
   if (fwd.P.size() != static_cast<size_t>(s.heads() * s.Nq * s.Nk))
     throw std::invalid_argument("rowsum_p_dp: needs the forward's P (keep_P)");
   HostTensor D(static_cast<size_t>(s.lse_elems()), 0.0);

@@ -108,6 +108,24 @@ inline int count_lines(const std::string& s) {
   return n;
 }
 
+// A command line that must be refused, and a part of the one line that says why.
+struct Refused {
+  const char* args;
+  const char* expected;
+};
+
+// Each case, with `suffix` appended, exits 2 with exactly one line on stderr that holds
+// `expected`.
+inline void expect_refused(const std::vector<Refused>& cases, const std::string& suffix) {
+  for (const Refused& b : cases) {
+    const CliResult r = run_cli(std::string(b.args) + suffix);
+    SCOPED_TRACE(std::string("flashlab ") + b.args + "\nstderr: " + r.err);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(count_lines(r.err), 1);
+    EXPECT_NE(r.err.find(b.expected), std::string::npos);
+  }
+}
+
 // Validates JSON files against docs/report.schema.json; returns the validator's output, and
 // `ok` tells whether all were valid.
 inline std::string validate_reports(const std::vector<std::string>& files, bool& ok) {

@@ -30,15 +30,12 @@ namespace flashlab {
 namespace {
 
 using testing::bwd_of;
+using testing::expect_close;
 using testing::fwd_of;
 using testing::make_problem;
 using testing::max_abs;
 using testing::max_abs_error;
 using testing::poison;
-
-constexpr double kLowpFactor = 10.0;
-constexpr double kFloorUlps = 2.0;
-constexpr double kFp64Relative = 1e-12;
 
 struct Case {
   int64_t B, H, Nq, Nk, d;
@@ -69,20 +66,6 @@ std::string name(const Case& c, bool causal, DType t) {
   s << "B" << c.B << " H" << c.H << " Nq" << c.Nq << " Nk" << c.Nk << " d" << c.d << " Br" << c.Br
     << " Bc" << c.Bc << (causal ? " causal " : " full ") << to_string(t);
   return s.str();
-}
-
-// The allowed error of one output tensor.
-double budget(const Problem& p, const HostTensor& ref, const HostTensor& lowp) {
-  const double size = std::max(max_abs(ref), 1.0);
-  if (p.dtype == DType::f64) return kFp64Relative * size;
-  return kLowpFactor * max_abs_error(lowp, ref) +
-         kFloorUlps * p.shape.d * unit_roundoff(p.dtype) * size;
-}
-
-void expect_close(const char* what, const Problem& p, const HostTensor& x, const HostTensor& ref,
-                  const HostTensor& lowp) {
-  const double err = max_abs_error(x, ref), allowed = budget(p, ref, lowp);
-  EXPECT_LE(err, allowed) << what << ": error " << err << " > budget " << allowed;
 }
 
 // Runs one backward twin for real (poisoned outputs) and dry, checks outputs and counts.

@@ -1,6 +1,6 @@
 // Acceptance 3: the lecture's demo 1 (N = 48, d = 16, blocks 16 x 12, fp64, causal and not), and
-// grouped heads (4 over 2) with a window (6, 3): finite differences reach every query head's dQ
-// and the sums over a group in dK, dV.
+// grouped heads (4 over 2) with a window (6, 3), and a packed batch of those heads: finite
+// differences reach every query head's dQ and the sums over a group in dK, dV, in every sequence.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,11 +14,13 @@ namespace {
 
 TEST(Gradcheck, Demo1Bounds) {
   const std::vector<lab::GradcheckCase> cases = lab::run_gradcheck();
-  ASSERT_EQ(cases.size(), 3u);
+  ASSERT_EQ(cases.size(), 4u);
   EXPECT_FALSE(cases[0].causal);
   EXPECT_TRUE(cases[1].causal);
   EXPECT_TRUE(cases[2].causal);  // grouped heads with a window, under the causal mask
   EXPECT_EQ(cases[2].problem, "4/2, window (6, 3)");
+  EXPECT_TRUE(cases[3].causal);  // a packed batch of grouped heads, one sequence of length 0
+  EXPECT_EQ(cases[3].problem, "4/2, packed 1,17,0,30");
   for (const lab::GradcheckCase& c : cases) {
     SCOPED_TRACE(std::string(c.causal ? "causal" : "full") + " " + c.problem);
     EXPECT_LE(c.fwd_max_abs, 1e-14);
@@ -46,6 +48,19 @@ TEST(Gradcheck, GroupedCaseReachesEveryHead) {
   EXPECT_GE(q_max, 48);   // past the first head's rows
   EXPECT_LT(q_max, 4 * 48);
   EXPECT_LT(kv_max, 2 * 48);
+}
+
+// The packed case's elements lie in more than one sequence: rows are token * heads + head, and
+// sequence 3 (30 tokens) starts at token 18.
+TEST(Gradcheck, PackedCaseReachesMoreThanOneSequence) {
+  const lab::GradcheckCase c = lab::run_gradcheck()[3];
+  bool early = false, late = false;
+  for (const lab::FdPoint& p : c.points) {
+    const int64_t token = p.row / (p.tensor == 'Q' ? 4 : 2);
+    early = early || token < 18;
+    late = late || token >= 18;
+  }
+  EXPECT_TRUE(early && late);
 }
 
 TEST(Gradcheck, RaggedTilesAndAnotherSeed) {

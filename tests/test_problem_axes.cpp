@@ -164,20 +164,6 @@ TEST(ProblemAxes, BackwardMatchesFiniteDifferences) {
   }
 }
 
-// The budget of tests/test_cpu_versions.cpp: fp64 to 1e-12 of size; otherwise 10x the plain
-// computation's error plus 2 d units of roundoff of size.
-double budget(const Problem& p, const HostTensor& ref, const HostTensor& lowp) {
-  const double size = std::max(max_abs(ref), 1.0);
-  if (p.dtype == DType::f64) return 1e-12 * size;
-  return 10.0 * max_abs_error(lowp, ref) + 2.0 * p.shape.d * unit_roundoff(p.dtype) * size;
-}
-
-void expect_close(const char* what, const Problem& p, const HostTensor& x, const HostTensor& ref,
-                  const HostTensor& lowp) {
-  const double err = max_abs_error(x, ref), allowed = budget(p, ref, lowp);
-  EXPECT_LE(err, allowed) << what << ": error " << err << " > budget " << allowed;
-}
-
 struct Case {
   int64_t B, H, Hkv, Nq, Nk, d;
   int64_t left, right;
@@ -215,57 +201,11 @@ void check_case(const Case& c, bool causal, DType t) {
   SCOPED_TRACE(name(c, causal, t));
   const Problem p = axes_problem(c.B, c.H, c.Hkv, c.Nq, c.Nk, c.d, causal, c.left, c.right, t);
   const Inputs in = make_inputs(p, 500 + c.Nq * 3 + c.Nk);
-  const Forward ref = reference::forward(p, in, true);
-  const Gradients ref_g = reference::backward(p, in, ref);
-  const Forward lowp = reference::lowp_forward(p, in);
-  const Gradients lowp_g = reference::lowp_backward(p, in, lowp);
   CpuOptions opt;
   opt.Br = c.Br;
   opt.Bc = c.Bc;
   opt.threads = 2;
-  CpuOptions dry_opt = opt;
-  dry_opt.dry_run = true;
-
-  Forward tiled;
-  poison(tiled, p, false);
-  Counters ignored;
-  testing::fwd_of("tiled")(p, in, opt, tiled, ignored);
-  for (const VersionInfo& v : versions()) {
-    if ((p.axes() & ~v.axes) != 0) continue;  // refused by the runner (tested below)
-    SCOPED_TRACE(v.id);
-    Forward own;
-    if (v.cpu_forward) {
-      poison(own, p, v.stores_p);
-      Counters counted, dry;
-      v.cpu_forward(p, in, opt, own, counted);
-      expect_close("O", p, own.O, ref.O, lowp.O);
-      expect_close("LSE", p, own.LSE, ref.LSE, lowp.LSE);
-      Forward empty;
-      v.cpu_forward(p, Inputs{}, dry_opt, empty, dry);
-      EXPECT_EQ(counted, dry);
-    }
-    if (v.cpu_backward) {
-      const Forward& f = v.cpu_forward ? own : tiled;
-      Gradients g, again;
-      poison(g, p);
-      poison(again, p);
-      Counters counted, dry;
-      v.cpu_backward(p, in, f, opt, g, counted);
-      expect_close("dQ", p, g.dQ, ref_g.dQ, lowp_g.dQ);
-      expect_close("dK", p, g.dK, ref_g.dK, lowp_g.dK);
-      expect_close("dV", p, g.dV, ref_g.dV, lowp_g.dV);
-      Gradients empty;
-      v.cpu_backward(p, Inputs{}, Forward{}, dry_opt, empty, dry);
-      EXPECT_EQ(counted, dry);
-      if (v.deterministic) {
-        v.cpu_backward(p, in, f, opt, again, ignored);
-        EXPECT_TRUE(testing::bitwise_equal(g.dQ, again.dQ) &&
-                    testing::bitwise_equal(g.dK, again.dK) &&
-                    testing::bitwise_equal(g.dV, again.dV))
-            << "deterministic, but two runs differ";
-      }
-    }
-  }
+  testing::check_twins(p, in, opt);
 }
 
 TEST(ProblemAxes, CpuTwinsMatchTheReferenceInFp64) {
@@ -325,13 +265,8 @@ TEST(ProblemAxes, GroupedHeadsReadKVOncePerKVHead) {
   EXPECT_EQ(a.matmul_flops, b.matmul_flops);
 }
 
-struct BadInput {
-  const char* args;
-  const char* expected;
-};
-
 TEST(ProblemAxes, BadValuesGetOneLineAndExit2) {
-  const std::vector<BadInput> cases = {
+  const std::vector<testing::Refused> cases = {
       {"run -H 4 --heads-kv 3 -N 16", "--heads-kv 3 must divide the 4 query heads"},
       {"run -H 4 --heads-kv 0 -N 16", "--heads-kv must be at least 1 (got 0)"},
       {"run -H 4 --heads-kv 8 -N 16", "--heads-kv must be in 1..4 (got 8)"},
@@ -347,13 +282,7 @@ TEST(ProblemAxes, BadValuesGetOneLineAndExit2) {
       {"bench --hidden 0", "--hidden must be in 1..65536 (got 0)"},
       {"bench --tokens -5", "--tokens must be in 1..1048576 (got -5)"},
   };
-  for (const BadInput& b : cases) {
-    const testing::CliResult r = testing::run_cli(std::string(b.args) + " --backend cpu");
-    SCOPED_TRACE(std::string("flashlab ") + b.args + "\nstderr: " + r.err);
-    EXPECT_EQ(r.status, 2);
-    EXPECT_EQ(testing::count_lines(r.err), 1);
-    EXPECT_NE(r.err.find(b.expected), std::string::npos);
-  }
+  testing::expect_refused(cases, " --backend cpu");
 }
 
 // bench sweeps grouped heads too: every point reads H / Hkv query heads per K/V head, and its

@@ -1,5 +1,5 @@
 // Lab "gradcheck" — the lecture's demo 1 (N = 48, d = 16, blocks 16 x 12, fp64, causal and not,
-// and grouped heads with a window): the tiled forward's O against the reference, every CPU
+// grouped heads with a window, and a packed batch of grouped heads): the tiled forward's O against the reference, every CPU
 // backward against the standard backward from stored P, and all of them against central finite
 // differences on 18 random elements.
 // The numbers come from run_gradcheck (gradcheck_run.h); this file judges them and writes the
@@ -60,6 +60,7 @@ Report gradcheck(const LabOptions& o) {
       {"versions", ids_of(chosen)},
       {"eps", c.eps},
       {"grouped", {{"H", c.H}, {"Hkv", c.Hkv}, {"window", {c.window_left, c.window_right}}}},
+      {"packed", {{"H", c.H}, {"Hkv", c.Hkv}, {"seqlens", c.seqlens}}},
       {"bounds", {{"forward_O", kFwdBound}, {"vs_standard", kBwdBound}, {"vs_fd", kFdBound}}}};
 
   Table t{
@@ -68,7 +69,8 @@ Report gradcheck(const LabOptions& o) {
             : fmt::format("Gradient check (N = {}, d = {}, blocks {}×{}, fp64)", c.N, c.d, c.Br,
                           c.Bc),
       {col("causal", "causal"),
-       col("problem", tr(o, "heads (H/Hkv), window", "头（H/Hkv）、窗口")),
+       col("problem",
+           tr(o, "heads (H/Hkv), window or packed lengths", "头（H/Hkv）、窗口或打包长度")),
        col("version", tr(o, "backward", "反向版本")),
        col("fwd_O", tr(o, "forward O vs reference", "前向 O 的差"), "", "{:.1e}"),
        col("vs_standard",
@@ -87,15 +89,13 @@ Report gradcheck(const LabOptions& o) {
     const bool fwd_ok = k.fwd_max_abs <= kFwdBound;
     worst_fwd = std::max(worst_fwd, k.fwd_max_abs);
     worst_fd = std::max(worst_fd, k.standard_vs_fd);
-    const std::string where = fmt::format("causal={}{}", k.causal,
-                                          k.problem.empty() ? "" : ", " + k.problem);
+    const std::string where =
+        fmt::format("causal={}{}", k.causal, k.problem.empty() ? "" : ", " + k.problem);
     t.rows.push_back({k.causal, k.problem, "standard", k.fwd_max_abs, nullptr, k.standard_vs_fd,
                       fwd_ok && k.standard_vs_fd <= kFdBound});
-    if (!fwd_ok)
-      failures.push_back(fmt::format("forward O ({}): {:.1e}", where, k.fwd_max_abs));
+    if (!fwd_ok) failures.push_back(fmt::format("forward O ({}): {:.1e}", where, k.fwd_max_abs));
     if (k.standard_vs_fd > kFdBound)
-      failures.push_back(
-          fmt::format("standard vs FD ({}): {:.1e}", where, k.standard_vs_fd));
+      failures.push_back(fmt::format("standard vs FD ({}): {:.1e}", where, k.standard_vs_fd));
     for (const GradcheckVersion& v : k.versions) {
       if (!v.not_implemented.empty()) {
         t.rows.push_back({k.causal, k.problem, v.id, k.fwd_max_abs, nullptr, nullptr, false});
@@ -105,15 +105,15 @@ Report gradcheck(const LabOptions& o) {
         continue;
       }
       const bool ok = fwd_ok && v.max_vs_standard <= kBwdBound && v.max_vs_fd <= kFdBound;
-      t.rows.push_back({k.causal, k.problem, v.id, k.fwd_max_abs, v.max_vs_standard, v.max_vs_fd, ok});
+      t.rows.push_back(
+          {k.causal, k.problem, v.id, k.fwd_max_abs, v.max_vs_standard, v.max_vs_fd, ok});
       worst_std = std::max(worst_std, v.max_vs_standard);
       worst_fd = std::max(worst_fd, v.max_vs_fd);
       if (v.max_vs_standard > kBwdBound)
         failures.push_back(
             fmt::format("{} vs standard ({}): {:.1e}", v.id, where, v.max_vs_standard));
       if (v.max_vs_fd > kFdBound)
-        failures.push_back(
-            fmt::format("{} vs FD ({}): {:.1e}", v.id, where, v.max_vs_fd));
+        failures.push_back(fmt::format("{} vs FD ({}): {:.1e}", v.id, where, v.max_vs_fd));
     }
   }
   r.tables.push_back(std::move(t));
@@ -187,13 +187,30 @@ Report gradcheck(const LabOptions& o) {
                         gap));
   if (std_ok && fd_ok && unfinished.empty())
     r.observations.push_back(
-        zh(o) ? fmt::format("第三组是 {} 个查询头共享 {} 个 K/V 头、窗口 ({}, {}) 加因果掩码：dK、dV 是同组各查询头的"
+        zh(o) ? fmt::format("第三组是 {} 个查询头共享 {} 个 K/V 头、窗口 ({}, {}) "
+                            "加因果掩码：dK、dV 是同组各查询头的"
                             "梯度之和，窗口外的键 P = 0；有限差分在这里同样吻合。",
                             c.H, c.Hkv, c.window_left, c.window_right)
-              : fmt::format("The third case has {} query heads over {} K/V heads and a window ({}, {}) "
-                            "under the causal mask: dK and dV sum over each group's query heads, and "
-                            "keys outside the window have P = 0; finite differences agree there too.",
-                            c.H, c.Hkv, c.window_left, c.window_right));
+              : fmt::format(
+                    "The third case has {} query heads over {} K/V heads and a window ({}, {}) "
+                    "under the causal mask: dK and dV sum over each group's query heads, and "
+                    "keys outside the window have P = 0; finite differences agree there too.",
+                    c.H, c.Hkv, c.window_left, c.window_right));
+  if (std_ok && fd_ok && unfinished.empty()) {
+    std::string lens;
+    for (int64_t n : c.seqlens) lens += (lens.empty() ? "" : ", ") + std::to_string(n);
+    r.observations.push_back(
+        zh(o) ? fmt::format("第四组是一个打包批次（长度 {}，张量按 token 排列 [tokens, H, d]），"
+                            "同样是分组头加因果掩码：每条序列的掩码对齐到它自己的最后一个键，"
+                            "长度为 0 的序列没有梯度；有限差分同样吻合。",
+                            lens)
+              : fmt::format("The fourth case is a packed batch (lengths {}, tensors laid out by "
+                            "token, [tokens, H, d]) with the same grouped heads under the causal "
+                            "mask: each sequence's mask is aligned to its own last key, and a "
+                            "sequence of length 0 has no gradient; finite differences agree there "
+                            "too.",
+                            lens));
+  }
   for (const std::string& f : failures)
     r.observations.push_back((zh(o) ? "超出界限：" : "OUT OF BOUNDS: ") + f);
   for (const std::string& f : unfinished) r.observations.push_back(f);

@@ -5,6 +5,7 @@
 #include <limits>
 #include <new>
 
+#include "core/packed.h"
 #include "core/rng.h"
 #include "reference/attention.h"
 #include "util/error.h"
@@ -42,15 +43,20 @@ const HostTensor& pick(const Gradients& g, char tensor) {
   return tensor == 'Q' ? g.dQ : tensor == 'K' ? g.dK : g.dV;
 }
 
-GradcheckCase run_case(const GradcheckConfig& c, bool causal, bool grouped,
+// The cases: one head; grouped heads with a window; a packed batch of grouped heads.
+enum class Kind { one_head, grouped, packed };
+
+GradcheckCase run_case(const GradcheckConfig& c, bool causal, Kind kind,
                        const std::vector<const VersionInfo*>& chosen) {
+  const bool grouped = kind != Kind::one_head;
   Problem p;
   p.shape = Shape{1, grouped ? c.H : 1, c.N, c.N, c.d};
-  if (grouped) {
-    p.shape.Hkv = c.Hkv;
+  if (grouped) p.shape.Hkv = c.Hkv;
+  if (kind == Kind::grouped) {
     p.window_left = c.window_left;
     p.window_right = c.window_right;
   }
+  if (kind == Kind::packed) set_packed(p.shape, c.seqlens, c.seqlens);
   p.causal = causal;
   p.dtype = DType::f64;
   const Inputs in = make_inputs(p, c.seed);
@@ -60,19 +66,26 @@ GradcheckCase run_case(const GradcheckConfig& c, bool causal, bool grouped,
 
   GradcheckCase out;
   out.causal = causal;
-  if (grouped)
+  if (kind == Kind::grouped)
     out.problem = std::to_string(c.H) + "/" + std::to_string(c.Hkv) + ", window (" +
                   std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")";
+  if (kind == Kind::packed) {
+    std::string lens;
+    for (int64_t n : c.seqlens) lens += (lens.empty() ? "" : ",") + std::to_string(n);
+    out.problem = std::to_string(c.H) + "/" + std::to_string(c.Hkv) + ", packed " + lens;
+  }
   const Forward ref = reference::forward(p, in, true);
   const Gradients standard = reference::backward(p, in, ref);
 
-  // Elements for the finite differences: stream 5 (+1 when causal, 7 for the grouped case) of the
-  // seed, rows over every head of the tensor.
-  Rng rng(c.seed, grouped ? 7 : causal ? 6 : 5);
+  // Elements for the finite differences: stream 5 (+1 when causal, 7 for the grouped case, 8 for
+  // the packed one) of the seed, rows over every head of the tensor (a packed tensor's rows are
+  // its tokens' heads).
+  Rng rng(c.seed, kind == Kind::packed ? 8 : grouped ? 7 : causal ? 6 : 5);
   for (char t : {'Q', 'K', 'V'})
     for (int n = 0; n < c.per_tensor; ++n) {
       const int64_t heads = t == 'Q' ? p.shape.H : p.shape.kv_heads();
-      FdPoint pt{t, rng.below(heads * c.N), rng.below(c.d), 0, 0};
+      const int64_t rows = heads * (t == 'Q' ? p.shape.total_q() : p.shape.total_k());
+      FdPoint pt{t, rng.below(rows), rng.below(c.d), 0, 0};
       const int64_t index = pt.row * c.d + pt.col;
       pt.finite_difference = finite_difference(p, in, t, index, c.eps);
       pt.standard = pick(standard, t)[index];
@@ -83,7 +96,7 @@ GradcheckCase run_case(const GradcheckConfig& c, bool causal, bool grouped,
 
   Counters counters;
   Forward tiled;
-  find_version("tiled")->cpu_forward(p, in, opt, tiled, counters);
+  cpu_forward(*find_version("tiled"), p, in, opt, tiled, counters);
   out.fwd_max_abs = max_abs_diff(tiled.O, ref.O);
 
   // Each CPU backward, fed by its own forward when it has one (naive needs its P), else by the
@@ -94,8 +107,8 @@ GradcheckCase run_case(const GradcheckConfig& c, bool causal, bool grouped,
     Gradients g = poisoned(p.shape);
     try {
       Forward own;
-      if (v->cpu_forward != nullptr) v->cpu_forward(p, in, opt, own, counters);
-      v->cpu_backward(p, in, v->cpu_forward != nullptr ? own : tiled, opt, g, counters);
+      if (v->cpu_forward != nullptr) cpu_forward(*v, p, in, opt, own, counters);
+      cpu_backward(*v, p, in, v->cpu_forward != nullptr ? own : tiled, opt, g, counters);
     } catch (const NotImplemented& e) {
       row.not_implemented = e.what();
       out.versions.push_back(row);
@@ -137,8 +150,8 @@ std::vector<const VersionInfo*> backward_versions() {
 std::vector<GradcheckCase> run_gradcheck(const GradcheckConfig& config,
                                          const std::vector<const VersionInfo*>& chosen) {
   const std::vector<const VersionInfo*> vs = chosen.empty() ? backward_versions() : chosen;
-  return {run_case(config, false, false, vs), run_case(config, true, false, vs),
-          run_case(config, true, true, vs)};
+  return {run_case(config, false, Kind::one_head, vs), run_case(config, true, Kind::one_head, vs),
+          run_case(config, true, Kind::grouped, vs), run_case(config, true, Kind::packed, vs)};
 }
 
 }  // namespace flashlab::lab

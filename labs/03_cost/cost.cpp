@@ -3,11 +3,16 @@
 // forward + atomic-dq backward), one head, d = 128, blocks 128 x 128, every read and write counted
 // as HBM traffic at 2 bytes per element, and the roofline time max(FLOPs / peak, bytes / bandwidth)
 // on the lecture's H100 figures. All counts are the CPU twins' dry-run counters.
+//
+// A second table puts a padded batch beside a packed one: eight sequences of different lengths,
+// padded to the longest (the dense [B, H, N, d] layout computes every padded row and key) or
+// packed by token (FA's varlen layout: each sequence's blocks only), same counters.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/packed.h"
 #include "cuda/runner.h"
 #include "labs/common/lab_util.h"
 #include "labs/lab.h"
@@ -40,13 +45,28 @@ Row count(int64_t N) {
   Forward fwd;
   Gradients g;
   Counters naive_bwd, fa_bwd;
-  version("naive").cpu_forward(p, in, opt, fwd, r.standard);
-  version("naive").cpu_backward(p, in, fwd, opt, g, naive_bwd);
+  cpu_forward(version("naive"), p, in, opt, fwd, r.standard);
+  cpu_backward(version("naive"), p, in, fwd, opt, g, naive_bwd);
   r.standard += naive_bwd;
-  version("tiled").cpu_forward(p, in, opt, fwd, r.fa);
-  version("atomic-dq").cpu_backward(p, in, fwd, opt, g, fa_bwd);
+  cpu_forward(version("tiled"), p, in, opt, fwd, r.fa);
+  cpu_backward(version("atomic-dq"), p, in, fwd, opt, g, fa_bwd);
   r.fa += fa_bwd;
   return r;
+}
+
+// The padded batch's lengths: a spread as a training batch has them, longest first.
+const std::vector<int64_t> kPaddingLengths = {4096, 3000, 2048, 1500, 1024, 700, 300, 128};
+constexpr int64_t kPaddingHeads = 16;
+
+// Forward + backward counters of tiled + atomic-dq on p (dry run, blocks 128 x 128).
+Counters fwd_bwd(const Problem& p) {
+  const CpuOptions opt = blocks(kBlock, kBlock);
+  Forward fwd;
+  Gradients g;
+  Counters c;
+  cpu_forward(version("tiled"), p, Inputs{}, opt, fwd, c);
+  cpu_backward(version("atomic-dq"), p, Inputs{}, fwd, opt, g, c);
+  return c;
 }
 
 double roofline(const Counters& c, Ceilings m) {
@@ -127,6 +147,44 @@ Report cost(const LabOptions& o) {
   }
   r.tables.push_back(std::move(t));
 
+  // Padded against packed: the same sequences, causal, as a training batch runs them.
+  Problem packed = make_problem(kPaddingHeads, 1, kD, true);
+  set_packed(packed.shape, kPaddingLengths, kPaddingLengths);
+  Problem padded = packed;
+  padded.shape.lens_q.clear();
+  padded.shape.lens_k.clear();  // B sequences of Nq = Nk = the longest
+  const Counters c_pad = fwd_bwd(padded), c_pack = fwd_bwd(packed);
+  std::string lens;
+  for (int64_t n : kPaddingLengths) lens += (lens.empty() ? "" : ", ") + std::to_string(n);
+  Table pad{
+      "padding",
+      zh(o) ? fmt::format("补齐 vs 打包：8 条序列（长度 {}），{} 个头，d = {}，因果，tiled 前向 + "
+                          "atomic-dq 反向，块 128×128，H100 的 roofline",
+                          lens, kPaddingHeads, kD)
+            : fmt::format("Padded vs packed: 8 sequences (lengths {}), {} heads, d = {}, "
+                          "causal, tiled forward + atomic-dq backward, blocks 128x128, "
+                          "roofline on the H100",
+                          lens, kPaddingHeads, kD),
+      {col("layout", tr(o, "layout", "布局")),
+       col("tokens", tr(o, "query tokens", "查询 token"), "", "count"),
+       col("flops", tr(o, "FLOPs", "FLOPs"), "FLOP", "{:.3g}"),
+       col("io", tr(o, "IO", "读写"), "B", "bytes"),
+       col("tiles", tr(o, "tiles computed", "计算的块"), "", "count"),
+       col("roofline", tr(o, "roofline", "roofline"), "µs", "{:.1f}")},
+      {}};
+  pad.rows.push_back({tr(o, "padded [B, H, N, d]", "补齐 [B, H, N, d]"),
+                      padded.shape.B * padded.shape.Nq, c_pad.matmul_flops,
+                      double(c_pad.io()) * kBytesPerElem, c_pad.tiles_computed,
+                      roofline(c_pad, kH100) * 1e6});
+  pad.rows.push_back({tr(o, "packed [tokens, H, d]", "打包 [tokens, H, d]"), packed.shape.total_q(),
+                      c_pack.matmul_flops, double(c_pack.io()) * kBytesPerElem,
+                      c_pack.tiles_computed, roofline(c_pack, kH100) * 1e6});
+  r.tables.push_back(std::move(pad));
+  const double flops_waste = 1.0 - double(c_pack.matmul_flops) / c_pad.matmul_flops;
+  const double io_waste = 1.0 - double(c_pack.io()) / c_pad.io();
+  r.figures["padding_flops_wasted"] = {{"value", flops_waste}, {"unit", "fraction"}};
+  r.figures["padding_io_wasted"] = {{"value", io_waste}, {"unit", "fraction"}};
+
   // Figures the observations quote.
   double fr_min = 1e9, fr_max = 0, io_min = 1e9, io_max = 0, sp_min = 1e9, sp_max = 0;
   bool all_bw_bound = true;
@@ -205,6 +263,20 @@ Report cost(const LabOptions& o) {
             "Q_i, dO_i, dQ_i blocks read again and again are shared by many CTAs and mostly hit in "
             "L2 instead of HBM, while here every access is counted as HBM. Only a profiler on the "
             "real machine can settle that part.");
+  r.observations.push_back(
+      zh(o)
+          ? fmt::format(
+                "补齐到最长序列时，{:.0f}% 的矩阵乘法运算和 {:.0f}% 的读写花在了填充的行和键上"
+                "（{:.3g} 对 {:.3g} FLOPs）：打包的批次按 token 排列、每条序列只走自己的块，"
+                "因果掩码对齐到每条序列自己的最后一个键。",
+                100 * flops_waste, 100 * io_waste, double(c_pad.matmul_flops),
+                double(c_pack.matmul_flops))
+          : fmt::format("Padded to the longest sequence, {:.0f}% of the matmul FLOPs and {:.0f}% "
+                        "of the IO go to padding rows and keys ({:.3g} against {:.3g} FLOPs): a "
+                        "packed batch is laid out by token and each sequence walks its own blocks "
+                        "only, its causal mask aligned to its own last key.",
+                        100 * flops_waste, 100 * io_waste, double(c_pad.matmul_flops),
+                        double(c_pack.matmul_flops)));
   if (gpu)
     r.observations.push_back(
         zh(o) ? fmt::format("GPU 的两列用的是项目记录里 H200 的上限（bf16 矩阵乘法 {:.0f} "
@@ -224,5 +296,5 @@ FLASHLAB_LAB({
     .title_en = "Forward + backward FLOPs and IO, standard vs FlashAttention, roofline time",
     .title_zh = "前向 + 反向的运算量与读写：标准 vs FlashAttention，roofline 时间",
     .run = flashlab::lab::cost,
-    .tables = {"cost"},
+    .tables = {"cost", "padding"},
 });

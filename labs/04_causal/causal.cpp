@@ -5,6 +5,7 @@
 // the blocks left of the band as well: T + k(k+1)/2 + k(T-1-k) blocks are computed, k = W/B.
 #include <fmt/format.h>
 
+#include "core/packed.h"
 #include "labs/common/lab_util.h"
 #include "labs/lab.h"
 
@@ -30,7 +31,7 @@ Counters count_forward(bool causal, int Br, int Bc) {
   const Problem p = make_problem(1, kN, kD, causal);
   Forward fwd;
   Counters c;
-  version("tiled").cpu_forward(p, Inputs{}, blocks(Br, Bc), fwd, c);
+  cpu_forward(version("tiled"), p, Inputs{}, blocks(Br, Bc), fwd, c);
   return c;
 }
 
@@ -45,7 +46,7 @@ Counters count_window(int64_t W, int B) {
   p.window_right = 0;
   Forward fwd;
   Counters c;
-  version("tiled").cpu_forward(p, Inputs{}, blocks(B, B), fwd, c);
+  cpu_forward(version("tiled"), p, Inputs{}, blocks(B, B), fwd, c);
   return c;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/packed.h"
 #include "core/rng.h"
 #include "cuda/runner.h"
 #include "labs/common/hopper_pair.h"
@@ -40,8 +41,8 @@ double counted_flop_ratio(const VersionInfo& bwd, const Problem& p, const CpuOpt
   Forward f;
   Gradients g;
   Counters cf, cb;
-  fwd_version.cpu_forward(p, Inputs{}, blocks(opt.Br, opt.Bc), f, cf);
-  bwd.cpu_backward(p, Inputs{}, f, blocks(opt.Br, opt.Bc), g, cb);
+  cpu_forward(fwd_version, p, Inputs{}, blocks(opt.Br, opt.Bc), f, cf);
+  cpu_backward(bwd, p, Inputs{}, f, blocks(opt.Br, opt.Bc), g, cb);
   return double(cb.matmul_flops) / cf.matmul_flops;
 }
 
@@ -62,10 +63,10 @@ Measured time_cpu(const VersionInfo& bwd, const Problem& p, uint64_t seed, int r
     Gradients g;
     Counters c;
     auto t0 = std::chrono::steady_clock::now();
-    version("tiled").cpu_forward(p, in, opt, f, c);
+    cpu_forward(version("tiled"), p, in, opt, f, c);
     const double a = seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
-    bwd.cpu_backward(p, in, f, opt, g, c);
+    cpu_backward(bwd, p, in, f, opt, g, c);
     const double b = seconds_since(t0);
     if (r > 0) tf.push_back(a), tb.push_back(b);
   }

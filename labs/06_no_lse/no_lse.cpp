@@ -13,6 +13,7 @@
 // once solved) is counted instead, and the lab fails unless its count is exactly that.
 #include <fmt/format.h>
 
+#include "core/packed.h"
 #include "labs/common/lab_util.h"
 #include "labs/lab.h"
 #include "util/error.h"
@@ -56,7 +57,7 @@ Row count(int64_t N, CpuBackwardFn without_lse) {
   Row r{N, {}, {}, {}};
   Forward f;
   Gradients g;
-  version("atomic-dq").cpu_backward(p, Inputs{}, f, opt, g, r.with_lse);
+  cpu_backward(version("atomic-dq"), p, Inputs{}, f, opt, g, r.with_lse);
   r.expected = r.with_lse;
   r.expected += statistics_pass(p, kBlock);
   if (without_lse)

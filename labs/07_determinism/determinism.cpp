@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "core/packed.h"
 #include "core/rng.h"
 #include "cuda/runner.h"
 #include "labs/common/hopper_pair.h"
@@ -100,7 +101,7 @@ Spread repeat_cpu(const VersionInfo& v, const Problem& p, const Inputs& in, cons
     Gradients g;
     Counters c;
     const auto t0 = std::chrono::steady_clock::now();
-    v.cpu_backward(p, in, fwd, opt, g, c);
+    cpu_backward(v, p, in, fwd, opt, g, c);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (k == 0)
       first = std::move(g);
@@ -173,7 +174,7 @@ Report determinism(const LabOptions& o) {
   } else {
     Forward fwd;
     Counters c;
-    version("tiled").cpu_forward(p, in, opt, fwd, c);
+    cpu_forward(version("tiled"), p, in, opt, fwd, c);
     for (const char* id : {"atomic-dq", "deterministic-dq"})
       spreads.push_back(repeat_cpu(*find_version(id), p, in, fwd, opt));
   }

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "core/packed.h"
 #include "labs/common/lab_util.h"
 
 namespace flashlab::lab::io_model {
@@ -20,10 +21,10 @@ PassModel model_pass(const VersionInfo& v, bool backward, const Problem& p) {
   Gradients g;
   if (backward) {
     if (!v.cpu_backward) throw std::invalid_argument(std::string(v.id) + " has no backward");
-    v.cpu_backward(p, Inputs{}, fwd, o, g, m.total);
+    cpu_backward(v, p, Inputs{}, fwd, o, g, m.total);
   } else {
     if (!v.cpu_forward) throw std::invalid_argument(std::string(v.id) + " has no forward");
-    v.cpu_forward(p, Inputs{}, o, fwd, m.total);
+    cpu_forward(v, p, Inputs{}, o, fwd, m.total);
   }
   if (v.kernel_counts) m.kernels = v.kernel_counts(p, o, backward, m.total);
   return m;

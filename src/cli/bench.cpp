@@ -27,6 +27,7 @@ struct BenchArgs {
   int threads = 0;
   uint64_t seed = 0;
   int64_t tokens = 0, hidden = 0, heads_kv = 0;
+  std::string seqlens, varlen;
   OutputOptions out;
   CLI::Option *repeats_given = nullptr, *warmup_given = nullptr;
   CLI::Option *tokens_given = nullptr, *hidden_given = nullptr, *heads_kv_given = nullptr;
@@ -41,6 +42,24 @@ std::vector<T> once_each(const std::vector<T>& v) {
   for (const T& x : v)
     if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
   return out;
+}
+
+// --varlen COUNT,MIN,MAX: COUNT lengths drawn from MIN..MAX by the seed.
+std::vector<int64_t> parse_varlen(const std::string& value, uint64_t seed) {
+  const auto bad = [&] {
+    return UsageError(
+        fmt::format("--varlen takes COUNT,MIN,MAX: 1..{} sequences of lengths "
+                    "MIN..MAX drawn by the seed, 1 <= MIN <= MAX <= {} (got '{}')",
+                    kMaxBatchHeads, kMaxN, value));
+  };
+  std::vector<int64_t> x;
+  try {
+    x = parse_seqlens(value, "--varlen");
+  } catch (const UsageError&) {
+    throw bad();
+  }
+  if (x.size() != 3 || x[0] < 1 || x[1] < 1 || x[1] > x[2]) throw bad();
+  return seeded_lengths(seed, x[0], x[1], x[2]);
 }
 
 BenchConfig make_config(const BenchArgs& a) {
@@ -95,6 +114,26 @@ BenchConfig make_config(const BenchArgs& a) {
       throw UsageError(fmt::format("--heads-kv must be at least 1 (got {})", a.heads_kv));
     b.heads_kv = a.heads_kv;
   }
+  if (!a.seqlens.empty() && !a.varlen.empty())
+    throw UsageError("--seqlens and --varlen each give the packed batch's lengths: give one");
+  if (!a.seqlens.empty() || !a.varlen.empty()) {
+    if (!a.Ns.empty() || a.tokens_given->count())
+      throw UsageError(
+          "a packed batch (--seqlens, --varlen) sets the lengths: leave out -N and "
+          "--tokens");
+    if (!a.seqlens.empty())
+      b.varlen = parse_seqlens(a.seqlens, "--seqlens");
+    else
+      b.varlen = parse_varlen(a.varlen, b.seed);
+    b.Ns = {*std::max_element(b.varlen.begin(), b.varlen.end())};  // the longest, for the table
+    if (a.versions == "all") {  // what takes a packed batch on this backend
+      Problem p;
+      set_packed(p.shape, b.varlen, b.varlen);
+      b.versions = taking_axes(b.versions, p, b.backend);
+      if (b.versions.empty())
+        throw UsageError("no version takes a packed batch on " + to_string(b.backend) + " yet");
+    }
+  }
   validate_bench(b);
   return b;
 }
@@ -126,10 +165,19 @@ void register_bench(CLI::App& app, Action& action) {
   a.repeats_given =
       sub->add_option("--repeats", a.repeats, "timed runs per point (default 10; cpu: 3)");
   a.warmup_given = sub->add_option("--warmup", a.warmup, "untimed runs first (default 3; cpu: 1)");
-  a.tokens_given = sub->add_option("--tokens", a.tokens, "B*N at every point (default 16384; cpu: 512)");
-  a.hidden_given = sub->add_option("--hidden", a.hidden, "H*d at every point (default 2048; cpu: 128)");
-  a.heads_kv_given = sub->add_option(
-      "--heads-kv", a.heads_kv, "K/V heads at every point (grouped heads; must divide H = hidden/d)");
+  a.tokens_given =
+      sub->add_option("--tokens", a.tokens, "B*N at every point (default 16384; cpu: 512)");
+  a.hidden_given =
+      sub->add_option("--hidden", a.hidden, "H*d at every point (default 2048; cpu: 128)");
+  a.heads_kv_given =
+      sub->add_option("--heads-kv", a.heads_kv,
+                      "K/V heads at every point (grouped heads; must divide H = hidden/d)");
+  sub->add_option("--seqlens", a.seqlens,
+                  "a packed batch of these lengths instead of the N sweep (FA's varlen layout)")
+      ->type_name("L1,L2,...");
+  sub->add_option("--varlen", a.varlen,
+                  "a packed batch of COUNT sequences, lengths drawn from MIN..MAX by --seed")
+      ->type_name("COUNT,MIN,MAX");
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   add_output_options(sub, a.out, kTables);
@@ -140,6 +188,7 @@ void register_bench(CLI::App& app, Action& action) {
   flashlab bench --backend cuda -N 1024,4096 -d 64,128 --dtype fp16,bf16 --causal yes
   flashlab bench --backend cuda --versions tiled,hopper --passes fwd   # forwards only
   flashlab bench --backend cuda -d 128 --hidden 4096 --heads-kv 8     # 32 query heads over 8 K/V
+  flashlab bench --backend cuda -d 128 --dtype bf16 --causal yes --varlen 24,128,4096  # packed
   flashlab bench --backend cpu           # a small CPU sweep, runs without a GPU
 
 Each (dtype, d, causal) is checked once against the fp64 reference at B=1, H=2 and the

@@ -8,6 +8,7 @@
 
 #include "report/json_doc.h"
 #include "run/registry.h"
+#include "run/validate.h"
 #include "util/error.h"
 
 namespace flashlab::cli {
@@ -149,6 +150,30 @@ void parse_window(const std::string& value, int64_t& left, int64_t& right) {
   };
   left = number(value.substr(0, comma));
   right = number(value.substr(comma + 1));
+}
+
+std::vector<int64_t> parse_seqlens(const std::string& value, const char* option) {
+  const auto bad = [&] {
+    return UsageError(
+        fmt::format("{} takes the sequences' lengths, comma-separated integers 0..{} (got '{}')",
+                    option, kMaxN, value));
+  };
+  std::vector<int64_t> lens;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = value.find(',', start);
+    const std::string t = value.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (t.empty() || t.size() > 7 || t.find_first_not_of("0123456789") != std::string::npos)
+      throw bad();
+    const int64_t x = std::stoll(t);
+    if (x > kMaxN) throw bad();
+    lens.push_back(x);
+    if (lens.size() > static_cast<size_t>(kMaxBatchHeads))
+      throw UsageError(fmt::format("{} gives more than {} sequences", option, kMaxBatchHeads));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return lens;
 }
 
 std::string version_ids_help() {

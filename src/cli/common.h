@@ -87,6 +87,10 @@ std::vector<bool> parse_causal(const std::string& value);
 // --window LEFT,RIGHT: two integers, each -1 (no bound on that side) or more; "" means no window.
 void parse_window(const std::string& value, int64_t& left, int64_t& right);
 
+// --seqlens L1,L2,...: the lengths of a packed batch's sequences, each 0..kMaxN (`option` names
+// the flag in the error). Throws UsageError.
+std::vector<int64_t> parse_seqlens(const std::string& value, const char* option);
+
 // "comma-separated version ids (naive, tiled, ...) or all", from the registry.
 std::string version_ids_help();
 

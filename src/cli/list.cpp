@@ -15,6 +15,7 @@ std::string axes_text(unsigned axes) {
   std::string s;
   if (axes & kGroupedHeads) s += "grouped heads";
   if (axes & kWindow) s += std::string(s.empty() ? "" : ", ") + "window";
+  if (axes & kPacked) s += std::string(s.empty() ? "" : ", ") + "packed";
   return s.empty() ? "-" : s;
 }
 
@@ -75,7 +76,9 @@ Report list_report() {
       "`flashlab run --versions all` puts them side by side against the fp64 reference.");
   r.observations.push_back(
       "\"takes\" names the axes of the problem beyond dense multi-head attention a version runs: "
-      "grouped K/V heads (--heads-kv) and a sliding window (--window); a version asked for a "
+      "grouped K/V heads (--heads-kv), a sliding window (--window) and a packed batch of "
+      "sequences of their own lengths (--seqlens; on the CPU every twin runs it sequence by "
+      "sequence); a version asked for a "
       "problem it does not take is refused with one line, and `--versions all` leaves it out.");
   if (!ex.rows.empty())
     r.observations.push_back(

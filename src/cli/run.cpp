@@ -20,7 +20,7 @@ struct RunArgs {
   std::string dtype = "auto";
   int64_t B = 1, H = 2, Hkv = 0, N = 1024, Nq = 0, Nk = 0, d = 64;
   std::string causal = "no";
-  std::string window;
+  std::string window, seqlens, seqlens_k;
   double scale = 0;
   uint64_t seed = 0;
   int br = 64, bc = 64, threads = 0;
@@ -28,7 +28,7 @@ struct RunArgs {
   std::string dump;
   OutputOptions out;
   CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr,
-              *Hkv_given = nullptr;
+              *Hkv_given = nullptr, *B_given = nullptr, *N_given = nullptr;
 };
 
 // Turns the arguments into a validated RunConfig: everything is checked before anything big is
@@ -55,6 +55,15 @@ RunConfig make_config(const RunArgs& a) {
   p.shape.Nq = a.Nq_given->count() ? a.Nq : a.N;
   p.shape.Nk = a.Nk_given->count() ? a.Nk : a.N;
   p.shape.d = a.d;
+  if (!a.seqlens_k.empty() && a.seqlens.empty())
+    throw UsageError("--seqlens-k needs --seqlens (the queries' lengths)");
+  if (!a.seqlens.empty()) {
+    if (a.B_given->count() || a.N_given->count() || a.Nq_given->count() || a.Nk_given->count())
+      throw UsageError("--seqlens sets the batch and its lengths: leave out -B, -N, --Nq and --Nk");
+    set_packed(p.shape, parse_seqlens(a.seqlens, "--seqlens"),
+               a.seqlens_k.empty() ? parse_seqlens(a.seqlens, "--seqlens")
+                                   : parse_seqlens(a.seqlens_k, "--seqlens-k"));
+  }
   const std::vector<bool> masks = parse_causal(a.causal);
   if (masks.size() != 1)
     throw UsageError("run takes one --causal, yes or no (got '" + a.causal +
@@ -97,15 +106,23 @@ void register_run(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--dtype", a.dtype, "fp64, fp32, fp16 or bf16 (auto: fp32 on cpu, fp16 on cuda)")
       ->capture_default_str();
-  sub->add_option("-B", a.B, "batch size")->capture_default_str();
+  a.B_given = sub->add_option("-B", a.B, "batch size")->capture_default_str();
   sub->add_option("-H", a.H, "heads")->capture_default_str();
   a.Hkv_given = sub->add_option("--heads-kv", a.Hkv,
                                 "K/V heads (grouped-query attention; must divide -H; 1: "
                                 "multi-query; default: -H)");
-  const CLI::Option* N =
+  CLI::Option* N =
       sub->add_option("-N", a.N, "sequence length: sets Nq = Nk")->capture_default_str();
+  a.N_given = N;
   a.Nq_given = sub->add_option("--Nq", a.Nq, "query rows (overrides -N)");
   a.Nk_given = sub->add_option("--Nk", a.Nk, "key/value rows (overrides -N)");
+  sub->add_option("--seqlens", a.seqlens,
+                  "a packed batch: the sequences' lengths (FA's varlen layout [tokens, H, d]; sets "
+                  "B and the lengths; 0 allowed)")
+      ->type_name("L1,L2,...");
+  sub->add_option("--seqlens-k", a.seqlens_k,
+                  "the packed batch's key lengths, one per sequence (default: --seqlens)")
+      ->type_name("L1,L2,...");
   sub->add_option("-d", a.d, "head dimension")->capture_default_str();
   add_causal_option(sub, a.causal,
                     "causal mask, bottom-right aligned: yes or no (--causal alone: yes)",
@@ -129,6 +146,7 @@ void register_run(CLI::App& app, Action& action) {
   flashlab run --versions tiled,recompute -N 2048 -d 128 --causal
   flashlab run --Nq 100 --Nk 333 -d 16 --dtype fp64 --br 16 --bc 12
   flashlab run -H 8 --heads-kv 2 -N 512 --window 64,0  # grouped heads, a sliding window
+  flashlab run --seqlens 1,17,128,300 --causal   # a packed batch of four sequences
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json
   flashlab run -N 256 -d 32 --dump out/   # then in Python: np.load("out/naive.dQ.npy")
 

@@ -69,6 +69,15 @@ struct Shape {
   }
 };
 
+// Makes s a packed batch of these lengths: B is their count, Nq and Nk the longest.
+inline void set_packed(Shape& s, std::vector<int64_t> lens_q, std::vector<int64_t> lens_k) {
+  s.B = static_cast<int64_t>(lens_q.size());
+  s.Nq = lens_q.empty() ? 0 : *std::max_element(lens_q.begin(), lens_q.end());
+  s.Nk = lens_k.empty() ? 0 : *std::max_element(lens_k.begin(), lens_k.end());
+  s.lens_q = std::move(lens_q);
+  s.lens_k = std::move(lens_k);
+}
+
 // The axes a problem may have beyond dense multi-head attention. A version declares the ones it
 // takes (VersionEntry::axes); the runner refuses the others with one line.
 enum Axis : unsigned {

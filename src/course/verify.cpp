@@ -271,6 +271,32 @@ RunConfig parse_run_config(const json& c, std::string& backend) {
             int_field_or(c, "H", at, 1, kMaxBatchHeads, 1), int_field(c, "Nq", at, 1, kMaxN),
             int_field(c, "Nk", at, 1, kMaxN), int_field(c, "d", at, 1, kMaxHeadDim)};
   rc.problem.causal = c.contains("causal") && bool_field(c, "causal", at);
+  // The axes beyond dense heads: grouped K/V heads, a window, a packed batch.
+  rc.problem.shape.Hkv = int_field_or(c, "Hkv", at, 1, rc.problem.shape.H, rc.problem.shape.H);
+  if (c.contains("window")) {
+    const json& w = c["window"];
+    if (!w.is_array() || w.size() != 2)
+      throw UsageError("the report's config.window must be [left, right] (it is " + brief(w) + ")");
+    const json pair = {{"left", w[0]}, {"right", w[1]}};
+    rc.problem.window_left = int_field(pair, "left", at + ".window", -1, kMaxN);
+    rc.problem.window_right = int_field(pair, "right", at + ".window", -1, kMaxN);
+  }
+  if (c.contains("seqlens_q") || c.contains("seqlens_k")) {
+    const auto lens = [&](const char* key) {
+      const json& v = field(c, key, at);
+      if (!v.is_array() || v.empty() || v.size() > static_cast<size_t>(kMaxBatchHeads))
+        throw UsageError(
+            fmt::format("the report's config.{} must be a list of 1..{} lengths (it "
+                        "is {})",
+                        key, kMaxBatchHeads, brief(v)));
+      std::vector<int64_t> out;
+      for (size_t i = 0; i < v.size(); ++i)
+        out.push_back(int_field(json{{"length", v[i]}}, "length",
+                                fmt::format("{}.{}[{}]", at, key, i), 0, kMaxN));
+      return out;
+    };
+    set_packed(rc.problem.shape, lens("seqlens_q"), lens("seqlens_k"));
+  }
   if (c.contains("scale")) {
     rc.problem.scale = number_field(c, "scale", at);
     if (!std::isfinite(rc.problem.scale) || rc.problem.scale < 0)

@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "core/packed.h"
 #include "core/rng.h"
 #include "cuda/runner.h"
 #include "report/json_doc.h"
@@ -24,6 +25,9 @@ constexpr int64_t kCpuTokens = 512;
 constexpr int64_t kCpuHidden = 128;
 constexpr int64_t kCheckNCap = 1024;
 
+constexpr int64_t kCheckLenCap = 257;  // the packed check point: ragged, several sequences
+constexpr uint64_t kLengthStream = 11;
+
 Problem bench_problem(const BenchConfig& b, int64_t N, int64_t d, DType t, bool causal) {
   Problem p;
   p.shape.Nq = p.shape.Nk = N;
@@ -31,6 +35,7 @@ Problem bench_problem(const BenchConfig& b, int64_t N, int64_t d, DType t, bool 
   p.shape.B = std::max<int64_t>(1, b.tokens / N);
   p.shape.H = std::max<int64_t>(1, b.hidden / d);
   p.shape.Hkv = b.heads_kv;
+  if (!b.varlen.empty()) set_packed(p.shape, b.varlen, b.varlen);
   p.dtype = t;
   p.causal = causal;
   return p;
@@ -46,6 +51,12 @@ Problem check_problem(const BenchConfig& b, int64_t d, DType t, bool causal) {
   const int64_t group = b.heads_kv > 0 && H % b.heads_kv == 0 ? H / b.heads_kv : 1;
   p.shape.H = 2 * group;
   p.shape.Hkv = group > 1 ? 2 : 0;
+  if (!b.varlen.empty()) {  // the first four sequences, each cut to kCheckLenCap
+    std::vector<int64_t> lens;
+    for (size_t i = 0; i < b.varlen.size() && i < 4; ++i)
+      lens.push_back(std::min(b.varlen[i], kCheckLenCap));
+    set_packed(p.shape, lens, lens);
+  }
   p.dtype = t;
   p.causal = causal;
   return p;
@@ -161,6 +172,13 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
 
 }  // namespace
 
+std::vector<int64_t> seeded_lengths(uint64_t seed, int64_t count, int64_t lo, int64_t hi) {
+  Rng rng(seed, kLengthStream);
+  std::vector<int64_t> lens;
+  for (int64_t i = 0; i < count; ++i) lens.push_back(lo + rng.below(hi - lo + 1));
+  return lens;
+}
+
 void fill_bench_defaults(BenchConfig& b) {
   const bool cpu = b.backend == Backend::cpu;
   if (cpu) {
@@ -191,7 +209,8 @@ void validate_bench(const BenchConfig& b) {
     throw UsageError(fmt::format("--tokens must be in 1..{} (got {})", kMaxN, b.tokens));
   if (b.hidden < 1 || b.hidden > kMaxHidden)
     throw UsageError(fmt::format("--hidden must be in 1..{} (got {})", kMaxHidden, b.hidden));
-  if (b.heads_kv < 0) throw UsageError(fmt::format("--heads-kv must be at least 1 (got {})", b.heads_kv));
+  if (b.heads_kv < 0)
+    throw UsageError(fmt::format("--heads-kv must be at least 1 (got {})", b.heads_kv));
   for (int64_t d : b.ds) {
     const int64_t H = std::max<int64_t>(1, b.hidden / d);
     if (b.heads_kv > 0 && H % b.heads_kv != 0)
@@ -253,16 +272,27 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
                 {"tokens", b.tokens},
                 {"hidden", b.hidden},
                 {"heads_kv", b.heads_kv},
+                {"seqlens", b.varlen},
                 {"repeats", b.repeats},
                 {"warmup", b.warmup},
                 {"seed", b.seed},
                 {"cpu_sweep", !gpu}};
   if (!gpu) rep.config["threads"] = b.cpu.threads;
 
+  int64_t packed_tokens = 0;
+  for (int64_t n : b.varlen) packed_tokens += n;
+  const std::string batch =
+      b.varlen.empty()
+          ? fmt::format("B*N = {} tokens", b.tokens)
+          : fmt::format(
+                "a packed batch of {} sequences ({} tokens, lengths {}..{}; N = the "
+                "longest; FLOPs counted per sequence)",
+                b.varlen.size(), packed_tokens, *std::min_element(b.varlen.begin(), b.varlen.end()),
+                *std::max_element(b.varlen.begin(), b.varlen.end()));
   Table t{"bench",
-          fmt::format("Throughput on {}, B*N = {} tokens, hidden {} (H = hidden/d{}); median of {} "
+          fmt::format("Throughput on {}, {}, hidden {} (H = hidden/d{}); median of {} "
                       "after {} warm-up; FA2 FLOP convention",
-                      to_string(b.backend), b.tokens, b.hidden,
+                      to_string(b.backend), batch, b.hidden,
                       b.heads_kv > 0 ? fmt::format(", over {} K/V heads", b.heads_kv) : "",
                       b.repeats, b.warmup),
           {{"version", "version", "", ""},
@@ -308,13 +338,19 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
   if (!gpu)
     rep.observations.insert(
         rep.observations.begin(),
-        fmt::format("CPU sweep: a scaled-down stand-in (B*N = {} tokens, hidden {}) so the command "
+        fmt::format("CPU sweep: a scaled-down stand-in ({}, hidden {}) so the command "
                     "runs without a GPU; the FA2 paper's sweep (16k tokens, hidden 2048) needs "
                     "--backend cuda. TFLOP/s of CPU twins are not comparable with kernels.",
-                    b.tokens, b.hidden));
+                    b.varlen.empty() ? fmt::format("B*N = {} tokens", b.tokens)
+                                     : fmt::format("{} packed tokens", packed_tokens),
+                    b.hidden));
   if (failing == 0)
     rep.observations.push_back(
-        "Every version is within its error budget in every configuration (checked at B=1, H=2).");
+        b.varlen.empty()
+            ? "Every version is within its error budget in every configuration (checked at B=1, "
+              "H=2)."
+            : "Every version is within its error budget in every configuration (checked on the "
+              "batch's first four sequences, each cut to 257 tokens, H=2).");
   rep.figures["host_memory_estimate"] = figure(bench_host_bytes(b), "B");
   rep.ok = failing == 0;
   return rep;

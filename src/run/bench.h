@@ -31,10 +31,16 @@ struct BenchConfig {
   int64_t tokens = 16384;  // B * N
   int64_t hidden = 2048;   // H * d
   int64_t heads_kv = 0;    // K/V heads at every point (0: H; grouped heads: it divides H)
+  // A packed batch of these lengths instead of the N sweep (--seqlens, or --varlen's seeded
+  // lengths): one point per dtype, d and mask, FLOPs counted per sequence.
+  std::vector<int64_t> varlen;
   int repeats = 10, warmup = 3;
   uint64_t seed = 0;
   CpuOptions cpu;
 };
+
+// COUNT lengths drawn uniformly from [lo, hi] by the seed (its own stream): bench --varlen.
+std::vector<int64_t> seeded_lengths(uint64_t seed, int64_t count, int64_t lo, int64_t hi);
 
 // The paper's sweep on cuda, the small sweep on cpu (lists left empty are filled in).
 void fill_bench_defaults(BenchConfig& b);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/dtype.h"
+#include "core/packed.h"
 #include "reference/attention.h"
 #include "run/compare.h"
 
@@ -62,99 +63,102 @@ std::vector<double> rounding_floor(const Problem& p, const Inputs& in, const For
   const double scale = p.softmax_scale();
   const double sqrt_d = std::sqrt(static_cast<double>(d));
   const double sqrt_nk = std::sqrt(static_cast<double>(Nk));
-  const int64_t heads = s.heads();
-  // Per head, then combined: the norms of the error estimates and of the reference.
+  const int64_t heads = s.kv_head_count();
+  // Per K/V head (its group of query heads, whose terms dK and dV sum), then combined: the norms
+  // of the error estimates and of the reference.
   std::vector<std::array<Norm2, 5>> err(heads), ref(heads);
 #pragma omp parallel for schedule(dynamic) if (heads > 1)
-  for (int64_t h = 0; h < heads; ++h) {
-    const double* q = in.Q.data() + h * Nq * d;
-    const double* k = in.K.data() + h * Nk * d;
-    const double* v = in.V.data() + h * Nk * d;
-    const double* dO = in.dO.data() + h * Nq * d;
-    const double* O = ref_fwd.O.data() + h * Nq * d;
-    const double* lse = ref_fwd.LSE.data() + h * Nq;
-    const double* dQ = ref_grads.dQ.data() + h * Nq * d;
-    const double* dK = ref_grads.dK.data() + h * Nk * d;
-    const double* dV = ref_grads.dV.data() + h * Nk * d;
+  for (int64_t kh = 0; kh < heads; ++kh) {
+    const double* k = in.K.data() + kh * Nk * d;
+    const double* v = in.V.data() + kh * Nk * d;
+    const double* dK = ref_grads.dK.data() + kh * Nk * d;
+    const double* dV = ref_grads.dV.data() + kh * Nk * d;
     std::vector<double> P(Nk), eS(Nk), dS(Nk), e_dS(Nk), dK2(Nk * d, 0.0), dV2(Nk * d, 0.0);
     std::vector<double> o_rand(d), o_sum(d), e_O(d), q_rand(d), q_sum(d), pk(d);
-    std::array<Norm2, 5>& E = err[h];
-    std::array<Norm2, 5>& R = ref[h];
+    std::array<Norm2, 5>& E = err[kh];
+    std::array<Norm2, 5>& R = ref[kh];
     const auto sq = [](double x) { return x * x; };
-    for (int64_t i = 0; i < Nq; ++i) {
-      const int64_t last = p.causal ? std::min(Nk - 1, i + p.causal_offset()) : Nk - 1;
-      if (last < 0) continue;  // sees no key: O = 0, LSE = -inf, no gradient from this row
-      const double* qi = q + i * d;
-      const double* doi = dO + i * d;
-      double e_lse2 = 0;
-      for (int64_t j = 0; j <= last; ++j) {
-        double dot = 0, terms = 0;
-        for (int64_t c = 0; c < d; ++c) {
-          const double t = qi[c] * k[j * d + c];
-          dot += t;
-          terms += t * t;
+    for (int64_t h = s.first_q_of(kh); h < s.first_q_of(kh) + s.group(); ++h) {
+      const double* q = in.Q.data() + h * Nq * d;
+      const double* dO = in.dO.data() + h * Nq * d;
+      const double* O = ref_fwd.O.data() + h * Nq * d;
+      const double* lse = ref_fwd.LSE.data() + h * Nq;
+      const double* dQ = ref_grads.dQ.data() + h * Nq * d;
+      for (int64_t i = 0; i < Nq; ++i) {
+        const int64_t first = p.first_key(i), last = p.last_key(i);
+        if (first > last) continue;  // sees no key: O = 0, LSE = -inf, no gradient from this row
+        const double* qi = q + i * d;
+        const double* doi = dO + i * d;
+        double e_lse2 = 0;
+        for (int64_t j = first; j <= last; ++j) {
+          double dot = 0, terms = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            const double t = qi[c] * k[j * d + c];
+            dot += t;
+            terms += t * t;
+          }
+          const double S = scale * dot;
+          P[j] = std::exp(S - lse[i]);
+          eS[j] = u * (sqrt_d * scale * std::sqrt(terms) + std::fabs(S) + std::fabs(lse[i]));
+          e_lse2 += sq(P[j] * eS[j]);
         }
-        const double S = scale * dot;
-        P[j] = std::exp(S - lse[i]);
-        eS[j] = u * (sqrt_d * scale * std::sqrt(terms) + std::fabs(S) + std::fabs(lse[i]));
-        e_lse2 += sq(P[j] * eS[j]);
-      }
-      const double e_lse = std::sqrt(e_lse2) + u * (sqrt_nk + std::fabs(lse[i]));
-      E[1].add(e_lse);
-      R[1].add(lse[i]);
-      std::fill(o_rand.begin(), o_rand.end(), 0.0);
-      std::fill(o_sum.begin(), o_sum.end(), 0.0);
-      for (int64_t j = 0; j <= last; ++j)
+        const double e_lse = std::sqrt(e_lse2) + u * (sqrt_nk + std::fabs(lse[i]));
+        E[1].add(e_lse);
+        R[1].add(lse[i]);
+        std::fill(o_rand.begin(), o_rand.end(), 0.0);
+        std::fill(o_sum.begin(), o_sum.end(), 0.0);
+        for (int64_t j = first; j <= last; ++j)
+          for (int64_t c = 0; c < d; ++c) {
+            o_rand[c] += sq(P[j] * eS[j] * v[j * d + c]);
+            o_sum[c] += sq(P[j] * v[j * d + c]);
+          }
+        double D = 0, d_terms = 0, d_from_o = 0;
         for (int64_t c = 0; c < d; ++c) {
-          o_rand[c] += sq(P[j] * eS[j] * v[j * d + c]);
-          o_sum[c] += sq(P[j] * v[j * d + c]);
+          const double o = O[i * d + c];
+          e_O[c] =
+              std::sqrt(o_rand[c]) + (e_lse + u) * std::fabs(o) + u * sqrt_nk * std::sqrt(o_sum[c]);
+          E[0].add(e_O[c]);
+          R[0].add(o);
+          D += doi[c] * o;
+          d_terms += sq(doi[c] * o);
+          d_from_o += sq(doi[c] * e_O[c]);
         }
-      double D = 0, d_terms = 0, d_from_o = 0;
-      for (int64_t c = 0; c < d; ++c) {
-        const double o = O[i * d + c];
-        e_O[c] =
-            std::sqrt(o_rand[c]) + (e_lse + u) * std::fabs(o) + u * sqrt_nk * std::sqrt(o_sum[c]);
-        E[0].add(e_O[c]);
-        R[0].add(o);
-        D += doi[c] * o;
-        d_terms += sq(doi[c] * o);
-        d_from_o += sq(doi[c] * e_O[c]);
-      }
-      const double e_D = std::sqrt(d_from_o) + u * sqrt_d * std::sqrt(d_terms) + u * std::fabs(D);
-      for (int64_t j = 0; j <= last; ++j) {
-        double dp = 0, dp_terms = 0;
-        for (int64_t c = 0; c < d; ++c) {
-          const double t = doi[c] * v[j * d + c];
-          dp += t;
-          dp_terms += t * t;
+        const double e_D = std::sqrt(d_from_o) + u * sqrt_d * std::sqrt(d_terms) + u * std::fabs(D);
+        for (int64_t j = first; j <= last; ++j) {
+          double dp = 0, dp_terms = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            const double t = doi[c] * v[j * d + c];
+            dp += t;
+            dp_terms += t * t;
+          }
+          const double e_dp = u * sqrt_d * std::sqrt(dp_terms) + u * std::fabs(dp);
+          dS[j] = P[j] * (dp - D);
+          e_dS[j] = P[j] * (eS[j] * std::fabs(dp - D) + e_dp) + u * std::fabs(dS[j]);
         }
-        const double e_dp = u * sqrt_d * std::sqrt(dp_terms) + u * std::fabs(dp);
-        dS[j] = P[j] * (dp - D);
-        e_dS[j] = P[j] * (eS[j] * std::fabs(dp - D) + e_dp) + u * std::fabs(dS[j]);
-      }
-      // dQ row i; the rows j of dK and dV collect their squares over i.
-      std::fill(q_rand.begin(), q_rand.end(), 0.0);
-      std::fill(q_sum.begin(), q_sum.end(), 0.0);
-      std::fill(pk.begin(), pk.end(), 0.0);
-      for (int64_t j = 0; j <= last; ++j) {
-        const double* kj = k + j * d;
-        const double w_k =
-            sq(e_dS[j]) + sq(e_lse * dS[j]) + sq(P[j] * e_D) + u * u * Nq * sq(dS[j]);
-        const double w_v = sq((eS[j] + e_lse) * P[j]) + u * u * Nq * sq(P[j]);
-        for (int64_t c = 0; c < d; ++c) {
-          q_rand[c] += sq(e_dS[j] * kj[c]);
-          q_sum[c] += sq(dS[j] * kj[c]);
-          pk[c] += P[j] * kj[c];
-          dK2[j * d + c] += w_k * sq(qi[c]);
-          dV2[j * d + c] += w_v * sq(doi[c]);
+        // dQ row i; the rows j of dK and dV collect their squares over i.
+        std::fill(q_rand.begin(), q_rand.end(), 0.0);
+        std::fill(q_sum.begin(), q_sum.end(), 0.0);
+        std::fill(pk.begin(), pk.end(), 0.0);
+        for (int64_t j = first; j <= last; ++j) {
+          const double* kj = k + j * d;
+          const double w_k =
+              sq(e_dS[j]) + sq(e_lse * dS[j]) + sq(P[j] * e_D) + u * u * Nq * sq(dS[j]);
+          const double w_v = sq((eS[j] + e_lse) * P[j]) + u * u * Nq * sq(P[j]);
+          for (int64_t c = 0; c < d; ++c) {
+            q_rand[c] += sq(e_dS[j] * kj[c]);
+            q_sum[c] += sq(dS[j] * kj[c]);
+            pk[c] += P[j] * kj[c];
+            dK2[j * d + c] += w_k * sq(qi[c]);
+            dV2[j * d + c] += w_v * sq(doi[c]);
+          }
         }
+        for (int64_t c = 0; c < d; ++c)
+          E[2].add(scale * (std::sqrt(q_rand[c]) + u * sqrt_nk * std::sqrt(q_sum[c]) +
+                            e_D * std::fabs(pk[c])) +
+                   (e_lse + u) * std::fabs(dQ[i * d + c]));
       }
-      for (int64_t c = 0; c < d; ++c)
-        E[2].add(scale * (std::sqrt(q_rand[c]) + u * sqrt_nk * std::sqrt(q_sum[c]) +
-                          e_D * std::fabs(pk[c])) +
-                 (e_lse + u) * std::fabs(dQ[i * d + c]));
+      for (int64_t x = 0; x < Nq * d; ++x) R[2].add(dQ[x]);
     }
-    for (int64_t x = 0; x < Nq * d; ++x) R[2].add(dQ[x]);
     for (int64_t x = 0; x < Nk * d; ++x) {
       E[3].add(scale * std::sqrt(dK2[x]) + u * std::fabs(dK[x]));
       R[3].add(dK[x]);
@@ -193,7 +197,25 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
   // fp64: the straightforward computation is the reference, and rounding changes nothing; the
   // floor is the estimate of what a correct computation's rounding does to this problem.
   if (p.dtype == DType::f64) {
-    const std::vector<double> est = rounding_floor(p, in, ref_fwd, ref_grads, u_acc);
+    std::vector<double> est(5, 0.0);
+    if (!s.packed()) {
+      est = rounding_floor(p, in, ref_fwd, ref_grads, u_acc);
+    } else {  // sequence by sequence, the largest estimate of each output
+      for (int64_t q = 0; q < s.B; ++q) {
+        const Problem one = sequence_problem(p, q);
+        if (one.shape.Nq < 1 || one.shape.Nk < 1) continue;
+        const int64_t q0 = s.q_start(q), k0 = s.k_start(q), tq = s.total_q();
+        Forward f;
+        f.O = gather_rows(ref_fwd.O, q0, one.shape.Nq, s.H, s.d);
+        f.LSE = gather_lse(ref_fwd.LSE, tq, q0, one.shape.Nq, s.H);
+        Gradients g;
+        g.dQ = gather_rows(ref_grads.dQ, q0, one.shape.Nq, s.H, s.d);
+        g.dK = gather_rows(ref_grads.dK, k0, one.shape.Nk, s.kv_heads(), s.d);
+        g.dV = gather_rows(ref_grads.dV, k0, one.shape.Nk, s.kv_heads(), s.d);
+        const std::vector<double> e = rounding_floor(one, sequence_inputs(p, in, q), f, g, u_acc);
+        for (int x = 0; x < 5; ++x) est[x] = std::max(est[x], e[x]);
+      }
+    }
     int x = 0;
     for (const char* name : {"O", "LSE", "dQ", "dK", "dV"})
       add(name, 0.0, 0.0, std::max(floor, est[x++]));

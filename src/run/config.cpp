@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/packed.h"
+
 namespace flashlab {
 
 std::string to_string(Backend b) {
@@ -10,6 +12,11 @@ std::string to_string(Backend b) {
 
 double fwd_flops(const Problem& p) {
   const Shape& s = p.shape;
+  if (s.packed()) {  // counted sequence by sequence: a packed batch pays for no padding
+    double f = 0;
+    for (int64_t b = 0; b < s.B; ++b) f += fwd_flops(sequence_problem(p, b));
+    return f;
+  }
   if (p.windowed()) {
     // A window: 4 d FLOPs for every (row, key) pair a row sees, counted row by row.
     double pairs = 0;
@@ -44,6 +51,10 @@ json config_json(const RunConfig& c) {
     j["br"] = c.cpu.Br;
     j["bc"] = c.cpu.Bc;
     j["threads"] = c.cpu.threads;
+  }
+  if (p.shape.packed()) {
+    j["seqlens_q"] = p.shape.lens_q;
+    j["seqlens_k"] = p.shape.lens_k;
   }
   if (!c.dump_dir.empty()) j["dump"] = c.dump_dir;
   return j;

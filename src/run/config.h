@@ -29,10 +29,9 @@ struct RunConfig {
   std::vector<std::string> notes;
 };
 
-// Matmul FLOPs by the FA2 paper's convention: forward 4*B*H*Nq*Nk*d, halved when causal;
-// backward 2.5x forward.
-// FA2's convention: 4 B H Nq Nk d, halved under the causal mask; with a window, 4 B H d for every
-// (row, key) pair a row sees.
+// Matmul FLOPs by the FA2 paper's convention: forward 4 B H Nq Nk d, halved under the causal mask;
+// with a window, 4 B H d for every (row, key) pair a row sees; a packed batch, the sum over its
+// sequences (no padding counted). Backward 2.5x forward.
 double fwd_flops(const Problem& p);
 inline double bwd_flops(const Problem& p) {
   return 2.5 * fwd_flops(p);

@@ -2,11 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <cerrno>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <set>
 
 #include "run/validate.h"
@@ -97,8 +97,15 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
   const Problem& p = c.problem;
   const Shape& s = p.shape;
   OutputSet::Dir& dir = files.add_dir(t);
-  const std::vector<int64_t> q_shape{s.B, s.H, s.Nq, s.d}, kv_shape{s.B, s.kv_heads(), s.Nk, s.d};
-  const std::vector<int64_t> lse_shape{s.B, s.H, s.Nq};
+  // A packed batch as FA's varlen API holds it: [tokens, heads, d], LSE [H, tokens], and the
+  // cumulative offsets of the sequences (cu_seqlens_q.npy, cu_seqlens_k.npy: int32, B + 1 each).
+  const std::vector<int64_t> q_shape = s.packed() ? std::vector<int64_t>{s.total_q(), s.H, s.d}
+                                                  : std::vector<int64_t>{s.B, s.H, s.Nq, s.d};
+  const std::vector<int64_t> kv_shape = s.packed()
+                                            ? std::vector<int64_t>{s.total_k(), s.kv_heads(), s.d}
+                                            : std::vector<int64_t>{s.B, s.kv_heads(), s.Nk, s.d};
+  const std::vector<int64_t> lse_shape =
+      s.packed() ? std::vector<int64_t>{s.H, s.total_q()} : std::vector<int64_t>{s.B, s.H, s.Nq};
   const DType lse_type = p.dtype == DType::f64 ? DType::f64 : DType::f32;
   json entries = json::array();
   const auto put = [&](const std::string& name, const std::string& tensor,
@@ -112,6 +119,20 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
                        {"shape", shape},
                        {"descr", npy_descr(type)}});
   };
+  if (s.packed()) {
+    for (const bool keys : {false, true}) {
+      std::vector<int32_t> cu;
+      for (int64_t b = 0; b <= s.B; ++b)
+        cu.push_back(static_cast<int32_t>(keys ? s.k_start(b) : s.q_start(b)));
+      const std::string name = keys ? "cu_seqlens_k" : "cu_seqlens_q";
+      dir.write(name + ".npy", npy_int32_bytes(cu));
+      entries.push_back({{"file", name + ".npy"},
+                         {"tensor", name},
+                         {"version", "input"},
+                         {"shape", {s.B + 1}},
+                         {"descr", "<i4"}});
+    }
+  }
   put("Q", "Q", "input", r.inputs.Q, q_shape, p.dtype);
   put("K", "K", "input", r.inputs.K, kv_shape, p.dtype);
   put("V", "V", "input", r.inputs.V, kv_shape, p.dtype);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/packed.h"
 #include "reference/attention.h"
 #include "util/error.h"
 #include "util/format.h"
@@ -22,14 +23,34 @@ double outcome_bytes(const VersionInfo& v, const Shape& s) {
   return 8 * e;
 }
 
+// Elements of P for the whole problem (a packed batch: its sequences' own, one after another).
+double p_elems(const Shape& s) {
+  return s.packed() ? static_cast<double>(p_start(s, s.B))
+                    : static_cast<double>(s.heads()) * s.Nq * s.Nk;
+}
+
+// A twin's own buffers; a packed batch runs one sequence at a time, whose inputs and outputs are
+// gathered copies: the largest sequence's.
+double scratch_bytes(const VersionInfo& v, const Problem& p, const CpuOptions& o) {
+  if (!p.shape.packed()) return static_cast<double>(v.cpu_scratch_bytes(p, o));
+  double most = 0;
+  for (int64_t b = 0; b < p.shape.B; ++b) {
+    const Problem one = sequence_problem(p, b);
+    if (one.shape.Nq < 1 || one.shape.Nk < 1) continue;
+    const Shape& t = one.shape;
+    most = std::max(most, static_cast<double>(v.cpu_scratch_bytes(one, o)) +
+                              16.0 * (2 * t.q_elems() + 2 * t.kv_elems() + t.lse_elems()));
+  }
+  return most;
+}
+
 // The running version: two sets of outputs, a stored P (naive), and its twin's own buffers (CPU only; on the
 // device the twin's buffers are device memory, checked separately).
 double running_bytes(const RunConfig& c, const VersionInfo& v) {
   const Shape& s = c.problem.shape;
   double bytes = 2 * outcome_bytes(v, s);
-  if (v.stores_p) bytes += 8.0 * s.heads() * s.Nq * s.Nk;
-  if (c.backend == Backend::cpu)
-    bytes += static_cast<double>(v.cpu_scratch_bytes(c.problem, c.cpu));
+  if (v.stores_p) bytes += 8.0 * p_elems(s);
+  if (c.backend == Backend::cpu) bytes += scratch_bytes(v, c.problem, c.cpu);
   return bytes;
 }
 
@@ -45,7 +66,7 @@ double shared_forward_bytes(const RunConfig& c, bool running) {
   const Shape& s = c.problem.shape;
   double bytes = 8.0 * (s.q_elems() + s.lse_elems());
   if (running && c.backend == Backend::cpu)
-    bytes += static_cast<double>(feeding_forward().cpu_scratch_bytes(c.problem, c.cpu));
+    bytes += scratch_bytes(feeding_forward(), c.problem, c.cpu);
   return bytes;
 }
 
@@ -65,7 +86,7 @@ double run_host_bytes(const RunConfig& c) {
   const Shape& s = p.shape;
   const double inputs = 8.0 * (2 * s.q_elems() + 2 * s.kv_elems());
   const double ref_out = 8.0 * (2 * s.q_elems() + s.lse_elems() + 2 * s.kv_elems());
-  const double P = 8.0 * s.heads() * s.Nq * s.Nk;
+  const double P = 8.0 * p_elems(s);
 
   // Reference: the forward, then the backward while the forward's O, LSE and P are kept.
   double peak = inputs + static_cast<double>(reference::forward_peak_bytes(p, 8, true));

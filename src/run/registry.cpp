@@ -24,6 +24,8 @@ const std::vector<VersionInfo>& all() {
       const generated::FolderRecord& f = generated::kFolders[i];
       v.push_back(VersionInfo{*f.entry, f.folder, f.exercise, f.cuda, f.cuda_absent, f.cuda_targets,
                               std::span(f.sources, f.source_count)});
+      // Every CPU twin takes a packed batch: it is run sequence by sequence (core/packed.h).
+      v.back().axes |= kPacked;
     }
     const std::string twice = duplicate_ids(v);
     if (!twice.empty()) throw std::logic_error(twice);

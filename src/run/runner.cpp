@@ -7,6 +7,7 @@
 #include <limits>
 #include <new>
 
+#include "core/packed.h"
 #include "core/rng.h"
 #include "cuda/runner.h"
 #include "reference/attention.h"
@@ -56,7 +57,7 @@ VersionOutcome run_cpu(const RunConfig& c, const VersionInfo& v, const Inputs& i
   out.version = &v;
   out.has_fwd = v.cpu_forward != nullptr;
   out.has_bwd = v.cpu_backward != nullptr;
-  out.workspace_bytes = v.workspace_bytes(p, c.cpu);
+  out.workspace_bytes = workspace_bytes(v, p, c.cpu);
   const int runs = std::max(c.warmup + c.repeats, 2);
   std::vector<double> fwd_ms, bwd_ms;
   bool same = true;
@@ -69,13 +70,13 @@ VersionOutcome run_cpu(const RunConfig& c, const VersionInfo& v, const Inputs& i
     Counters counters;
     if (out.has_fwd) {
       poison(f, s);
-      const double ms = time_ms([&] { v.cpu_forward(p, in, c.cpu, f, counters); });
+      const double ms = time_ms([&] { cpu_forward(v, p, in, c.cpu, f, counters); });
       if (timed) fwd_ms.push_back(ms);
     }
     if (out.has_bwd) {
       const Forward& from = out.has_fwd ? f : *shared_fwd;
       poison(g, s);
-      const double ms = time_ms([&] { v.cpu_backward(p, in, from, c.cpu, g, counters); });
+      const double ms = time_ms([&] { cpu_backward(v, p, in, from, c.cpu, g, counters); });
       if (timed) bwd_ms.push_back(ms);
     }
     if (i == 0) {
@@ -134,7 +135,7 @@ Forward shared_forward(const RunConfig& c, const Inputs& in) {
   Forward f;
   Counters counters;
   poison(f, c.problem.shape);
-  t->cpu_forward(c.problem, in, c.cpu, f, counters);
+  cpu_forward(*t, c.problem, in, c.cpu, f, counters);
   return f;
 }
 
@@ -255,9 +256,24 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   rep.config = config_json(c);
   rep.config["error_budget"] = budget_json(r.budget);
 
-  const std::string shape = fmt::format(
-      "{}, B={} H={} Nq={} Nk={} d={}, {}, seed {}", to_string(p.dtype), p.shape.B, p.shape.H,
-      p.shape.Nq, p.shape.Nk, p.shape.d, p.causal ? "causal" : "non-causal", c.seed);
+  const auto joined = [](const std::vector<int64_t>& v) {
+    std::string out;
+    for (int64_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+    return out;
+  };
+  const std::string lengths =
+      !p.shape.packed() ? fmt::format("B={} ", p.shape.B)
+      : p.shape.lens_q == p.shape.lens_k
+          ? fmt::format("packed {} ", joined(p.shape.lens_q))
+          : fmt::format("packed {} (keys {}) ", joined(p.shape.lens_q), joined(p.shape.lens_k));
+  const std::string dims = p.shape.packed() ? fmt::format("H={} d={}", p.shape.H, p.shape.d)
+                                            : fmt::format("H={} Nq={} Nk={} d={}", p.shape.H,
+                                                          p.shape.Nq, p.shape.Nk, p.shape.d);
+  const std::string extra =
+      (p.shape.grouped() ? fmt::format(" over {} K/V heads", p.shape.kv_heads()) : "") +
+      (p.windowed() ? fmt::format(", window ({}, {})", p.window_left, p.window_right) : "");
+  const std::string shape = fmt::format("{}, {}{}{}, {}, seed {}", to_string(p.dtype), lengths,
+                                        dims, extra, p.causal ? "causal" : "non-causal", c.seed);
   Table errors{"errors",
                "Error vs the fp64 reference (" + shape + ")",
                {{"version", "version", "", ""},

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/packed.h"
 #include "cuda/runner.h"
 #include "run/host_memory.h"
 #include "util/error.h"
@@ -32,6 +33,44 @@ bool needs_shared_forward(const RunConfig& c) {
 }
 
 }  // namespace
+
+void check_packed(const Problem& p) {
+  const Shape& s = p.shape;
+  if (!s.packed()) return;
+  if (s.lens_k.size() != s.lens_q.size())
+    throw UsageError(
+        fmt::format("--seqlens-k gives {} key length(s) for {} sequences: one per sequence",
+                    s.lens_k.size(), s.lens_q.size()));
+  if (s.B != static_cast<int64_t>(s.lens_q.size()))
+    throw UsageError("a packed batch's B is the number of its lengths");
+  bool any = false;
+  for (int64_t b = 0; b < s.B; ++b) {
+    check_range("a --seqlens length", s.lens_q[b], 0, kMaxN);
+    check_range("a --seqlens-k length", s.lens_k[b], 0, kMaxN);
+    any = any || (s.lens_q[b] > 0 && s.lens_k[b] > 0);
+  }
+  if (!any)
+    throw UsageError(
+        "the packed batch has no sequence with both query rows and keys: nothing to compute");
+  if (s.total_q() > kMaxN * 16 || s.total_k() > kMaxN * 16)
+    throw UsageError(fmt::format("a packed batch holds at most {} tokens (got {} queries, {} keys)",
+                                 kMaxN * 16, s.total_q(), s.total_k()));
+}
+
+void check_some_row_sees_a_key(const Problem& p) {
+  if (!p.windowed()) return;
+  const Shape& s = p.shape;
+  for (int64_t b = 0; b < s.B; ++b) {
+    const Problem one = sequence_problem(p, b);
+    for (int64_t r = 0; r < one.shape.Nq; ++r)
+      if (one.first_key(r) <= one.last_key(r)) return;
+    if (!s.packed()) break;
+  }
+  throw UsageError(fmt::format(
+      "--window {},{} leaves every query row without a key (Nq = {}, Nk = {}{}: rows are aligned "
+      "to the last key, row i's window is keys i + Nk - Nq - LEFT .. i + Nk - Nq + RIGHT)",
+      p.window_left, p.window_right, s.Nq, s.Nk, p.causal ? ", causal" : ""));
+}
 
 std::vector<const VersionInfo*> parse_versions(const std::string& list) {
   std::vector<bool> chosen(versions().size(), false);
@@ -117,6 +156,7 @@ Backend resolve_backend(const std::string& name) {
 void validate_run(const RunConfig& c) {
   const Problem& p = c.problem;
   const Shape& s = p.shape;
+  check_packed(p);
   check_range("B", s.B, 1, kMaxBatchHeads);
   check_range("H", s.H, 1, kMaxBatchHeads);
   if (s.B * s.H > kMaxBatchHeads)
@@ -130,6 +170,7 @@ void validate_run(const RunConfig& c) {
         fmt::format("--heads-kv {} must divide the {} query heads (-H)", s.kv_heads(), s.H));
   check_range("--window LEFT", p.window_left, -1, kMaxN);
   check_range("--window RIGHT", p.window_right, -1, kMaxN);
+  check_some_row_sees_a_key(p);
   if (!std::isfinite(p.scale) || p.scale < 0 || p.scale > 1e4)
     throw UsageError(fmt::format("--scale must be a positive number up to 1e4 (got {})", p.scale));
   check_range("--repeats", c.repeats, 1, kMaxRepeats);

@@ -13,7 +13,7 @@ namespace flashlab {
 // Sane limits for a lab: larger shapes are almost certainly typos.
 inline constexpr int64_t kMaxN = int64_t{1} << 20;
 inline constexpr int64_t kMaxHeadDim = 256;
-inline constexpr int64_t kMaxHidden = int64_t{1} << 16;  // bench: H * d
+inline constexpr int64_t kMaxHidden = int64_t{1} << 16;      // bench: H * d
 inline constexpr int64_t kMaxBatchHeads = int64_t{1} << 20;  // B*H
 inline constexpr int kMaxTile = 4096;
 inline constexpr int kMaxThreads = 1024;
@@ -39,6 +39,13 @@ std::vector<const VersionInfo*> taking_axes(const std::vector<const VersionInfo*
 // "cpu", "cuda" or "auto" (cuda when a device is present). "cuda" without a device: UsageError
 // with the reason the device is absent.
 Backend resolve_backend(const std::string& name);
+
+// A packed batch: one length of keys per sequence, lengths in range, at least one sequence with
+// both queries and keys, and a total that a lab can hold.
+void check_packed(const Problem& p);
+// A window under which no query row sees any key (a window far from the diagonal of Nq != Nk,
+// say) computes nothing: refused.
+void check_some_row_sees_a_key(const Problem& p);
 
 // Shape, scale, tiles, threads, repeats; on cuda also each version's own check().
 void validate_run(const RunConfig& c);

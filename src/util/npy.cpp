@@ -19,8 +19,8 @@ int elem_bytes(DType t) {
 
 // "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 64), }" padded with spaces and a
 // final newline so the data starts on a 64-byte boundary.
-std::string header(const std::vector<int64_t>& shape, DType t) {
-  std::string dict = "{'descr': '" + npy_descr(t) + "', 'fortran_order': False, 'shape': (";
+std::string header(const std::vector<int64_t>& shape, const std::string& descr) {
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < shape.size(); ++i) {
     dict += std::to_string(shape[i]);
     if (shape.size() == 1 || i + 1 < shape.size()) dict += ",";
@@ -57,7 +57,7 @@ std::string npy_descr(DType t) {
 }
 
 int64_t npy_file_bytes(int64_t elems, const std::vector<int64_t>& shape, DType t) {
-  return static_cast<int64_t>(header(shape, t).size()) + elems * elem_bytes(t);
+  return static_cast<int64_t>(header(shape, npy_descr(t)).size()) + elems * elem_bytes(t);
 }
 
 std::string npy_bytes(const HostTensor& values, const std::vector<int64_t>& shape, DType t) {
@@ -65,7 +65,7 @@ std::string npy_bytes(const HostTensor& values, const std::vector<int64_t>& shap
   for (int64_t s : shape) n *= s;
   if (n != static_cast<int64_t>(values.size()))
     throw std::logic_error("npy_bytes: shape does not match the number of values");
-  std::string out = header(shape, t);
+  std::string out = header(shape, npy_descr(t));
   const size_t start = out.size();
   out.resize(start + values.size() * elem_bytes(t));
   char* p = out.data() + start;
@@ -83,6 +83,14 @@ std::string npy_bytes(const HostTensor& values, const std::vector<int64_t>& shap
       p += 4;
     }
   }
+  return out;
+}
+
+std::string npy_int32_bytes(const std::vector<int32_t>& values) {
+  std::string out = header({static_cast<int64_t>(values.size())}, "<i4");
+  const size_t start = out.size();
+  out.resize(start + 4 * values.size());
+  if (!values.empty()) std::memcpy(out.data() + start, values.data(), 4 * values.size());
   return out;
 }
 
@@ -119,7 +127,8 @@ NpyArray parse_npy(const std::string& bytes) {
     if (j == std::string::npos) break;
     i = j + 1;
   }
-  const int eb = a.descr == "<f8" ? 8 : a.descr == "<f4" ? 4 : a.descr == "<f2" ? 2 : 0;
+  const bool i4 = a.descr == "<i4";
+  const int eb = a.descr == "<f8" ? 8 : a.descr == "<f4" || i4 ? 4 : a.descr == "<f2" ? 2 : 0;
   if (eb == 0) throw std::runtime_error("unsupported .npy dtype " + a.descr);
   const size_t data = 10 + len;
   if (bytes.size() != data + static_cast<size_t>(n) * eb)
@@ -129,6 +138,10 @@ NpyArray parse_npy(const std::string& bytes) {
     const char* p = bytes.data() + data + k * eb;
     if (eb == 8) {
       std::memcpy(&a.values[k], p, 8);
+    } else if (i4) {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      a.values[k] = x;
     } else if (eb == 4) {
       float f;
       std::memcpy(&f, p, 4);

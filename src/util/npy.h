@@ -19,6 +19,9 @@ std::string npy_descr(DType t);
 // The whole file as bytes: header + values converted to `t`'s element type.
 std::string npy_bytes(const HostTensor& values, const std::vector<int64_t>& shape, DType t);
 
+// A 1-D int32 array (<i4): the cumulative offsets of a packed batch, as FA's cu_seqlens.
+std::string npy_int32_bytes(const std::vector<int32_t>& values);
+
 // File size of such an array, header included.
 int64_t npy_file_bytes(int64_t elems, const std::vector<int64_t>& shape, DType t);
 
@@ -29,7 +32,7 @@ struct NpyArray {
   std::vector<int64_t> shape;
   std::vector<double> values;
 };
-// Throws std::runtime_error when the bytes are not a v1.0 little-endian <f8/<f4/<f2 array.
+// Throws std::runtime_error when the bytes are not a v1.0 little-endian <f8/<f4/<f2/<i4 array.
 NpyArray parse_npy(const std::string& bytes);
 
 }  // namespace flashlab

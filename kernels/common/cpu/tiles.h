@@ -76,6 +76,9 @@ inline int thread_count(const CpuOptions& o, const Problem& p) {
 // The checks every twin makes before it allocates anything.
 inline void check_problem(const Problem& p, const CpuOptions& o, const char* who) {
   const Shape& s = p.shape;
+  if (s.packed())  // a twin sees one sequence at a time: core/packed.h cuts the batch
+    throw std::invalid_argument(
+        std::string(who) + ": a packed batch runs sequence by sequence (flashlab::cpu_forward)");
   if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1 || s.d < 1)
     throw std::invalid_argument(std::string(who) + ": every dimension must be at least 1");
   if (s.kv_heads() < 1 || s.H % s.kv_heads() != 0)
