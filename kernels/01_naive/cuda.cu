@@ -18,7 +18,8 @@
 // key has O = 0, LSE = -inf, zero gradients. Grouped heads: query head h reads K/V head h / g
 // (g = H / Hkv), and dK, dV of a K/V head sum over its g query heads in one longer product.
 //
-// Limits: fp16/bf16 storage, any head dim up to 256, B*H <= 65535, Nq and Nk up to 10^6. The
+// Limits: fp16/bf16 storage, any head dim up to 256, B*H <= 65535, Nq and Nk up to 10^6; no packed
+// batch (check() says so: its S and P are dense [B, H, Nq, Nk] matrices). The
 // workspace grows as Nq*Nk: check() refuses a problem whose workspace exceeds the device's memory,
 // and the runner compares the whole run with the free memory before allocating anything.
 #include <cuda_bf16.h>
@@ -243,6 +244,9 @@ std::string naive_check(const Problem& p) {
     return "naive on CUDA stores fp16 or bf16, not " + to_string(p.dtype);
   if (s.d < 1 || s.d > 256)
     return "naive's CUDA kernels take head dims 1 to 256, not " + std::to_string(s.d);
+  if (s.packed())
+    return "naive's CUDA kernels keep S and P as B x H dense Nq x Nk matrices and take no packed "
+           "batch (--seqlens); tiled and the rungs after it do";
   if (s.B < 1 || s.H < 1 || s.Nq < 1 || s.Nk < 1) return "B, H, Nq and Nk must be at least 1";
   if (s.heads() > 65535) return "naive's CUDA kernels handle at most 65535 heads (B*H)";
   if (s.Nq > 1000000 || s.Nk > 1000000) return "naive's CUDA kernels take Nq, Nk up to 1,000,000";

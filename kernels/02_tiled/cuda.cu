@@ -29,12 +29,19 @@
 // tiles that a row's band crosses, and the ragged last tile (keys >= Nk), pay for a mask (-inf
 // before the softmax). Grouped heads: query head h reads K/V head h / (H / Hkv).
 // Rows past Nq are computed on zero-filled Q and never written.
+// Packed batches (common/packed.h): one launch for the whole batch, the grid over the longest
+// sequence's Q blocks x heads x sequences; a block reads its sequence's offsets, returns at once
+// if it lies past the sequence's end, and otherwise runs the dense code on the sequence's rows
+// (row stride H d for Q and O, Hkv d for K and V), lengths and band. Loads are zero-filled and
+// stores skipped past the sequence's last row or key, so nothing outside it is read or written.
+// A second kernel (fwd_packed_kernel), so the dense kernels keep their registers and code.
 //
 // Limits: fp16 and bf16 storage, fp32 accumulation; head dims 64 and 128 (FwdTraits in
 // fwd_kernel.cuh: other head dims are rejected by check()); B*H <= 65535; positive scale.
 // mma.sync runs on sm_80 and later; on Hopper the faster wgmma path is a later rung's job.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -50,10 +57,14 @@ namespace {
 namespace tiled_fwd = FLASHLAB_FOLDER::tiled_fwd;
 
 // Its limits: 32-bit row indices, and a positive scale (the running maximum is taken over the raw
-// scores, then scaled).
+// scores, then scaled); a packed batch's tokens are counted in 32 bits (its offsets are int32).
 std::string tiled_check(const Problem& p) {
-  return shape_check(
+  std::string why = shape_check(
       p, "tiled", {.head_dims = {64, 128}, .max_rows = int64_t{1} << 30, .positive_scale = true});
+  if (why.empty() && p.shape.packed() &&
+      std::max(p.shape.total_q(), p.shape.total_k()) >= (int64_t{1} << 31))
+    why = "tiled on CUDA needs fewer than 2^31 tokens in a packed batch";
+  return why;
 }
 
 size_t tiled_workspace(const Problem&) {
@@ -65,7 +76,7 @@ void forward_for(const tiled_fwd::FwdParams& fp, const Problem& p, cudaStream_t 
   const int heads = static_cast<int>(p.shape.heads());
   // One kernel for every band (both of its sides tested: at d = 128 the right side alone needs
   // the same registers).
-  if (fp.band.banded)
+  if (fp.band.banded || fp.cu_q != nullptr)  // packed: the one packed kernel (fwd_launch.h)
     tiled_fwd::launch_fwd<T, D, MaskKind::both>(fp, heads, st);
   else
     tiled_fwd::launch_fwd<T, D, MaskKind::none>(fp, heads, st);
@@ -84,6 +95,13 @@ void tiled_forward(const DeviceTensors& t) {
   fp.group = static_cast<int>(p.shape.group());
   fp.band = band_of(p);
   fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
+  if (p.shape.packed()) {
+    fp.cu_q = t.cu_q;
+    fp.cu_k = t.cu_k;
+    fp.H = static_cast<int>(p.shape.H);
+    fp.Hkv = static_cast<int>(p.shape.kv_heads());
+    fp.total_q = static_cast<int>(p.shape.total_q());
+  }
   auto st = static_cast<cudaStream_t>(t.stream);
   dispatch_dtype_head_dim(p, [&]<class T, int kD>() { forward_for<T, kD>(fp, p, st); });
 }
@@ -95,4 +113,4 @@ void tiled_forward(const DeviceTensors& t) {
 FLASHLAB_CUDA_VERSION({.check = tiled_check,
                        .workspace_bytes = tiled_workspace,
                        .forward = tiled_forward,
-                       .axes = kGroupedHeads | kWindow});
+                       .axes = kGroupedHeads | kWindow | kPacked});

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/packed.h"
 #include "common/sm80/mma.cuh"
 #include "core/cuda_check.h"
 #include "fwd_launch.h"
@@ -48,12 +49,14 @@ constexpr int fwd_smem_bytes() {
   return (Tr::Br + 2 * Tr::kStages * Tr::Bc) * D * 2;
 }
 
-// Rows [row0, row0 + kRows) of a [n_rows x D] tensor -> a swizzled kRows x D shared tile. Rows past
+// Rows [row0, row0 + kRows) of a [n_rows x D] tensor whose rows are `stride` elements apart (D for
+// a dense head, H D or Hkv D in a packed batch) -> a swizzled kRows x D shared tile. Rows past
 // the end are zero-filled by cp.async and never read from global memory. Each pass of the block
 // copies kPassRows whole rows; kPassRows is a multiple of 8, so a thread's chunk keeps its swizzled
 // column from pass to pass and every pass is the first one's addresses plus a constant.
 template <int kRows, int D, int kThreads, class T>
-__device__ __forceinline__ void load_tile(T* smem, const T* gmem, int row0, int n_rows) {
+__device__ __forceinline__ void load_tile(T* smem, const T* gmem, int row0, int n_rows,
+                                          int stride) {
   constexpr int kChunksPerRow = D / 8;
   constexpr int kPassRows = kThreads / kChunksPerRow;
   static_assert(kThreads % kChunksPerRow == 0 && kPassRows % 8 == 0 && kRows % kPassRows == 0,
@@ -61,18 +64,23 @@ __device__ __forceinline__ void load_tile(T* smem, const T* gmem, int row0, int 
   const int r = static_cast<int>(threadIdx.x) / kChunksPerRow;
   const int col = (static_cast<int>(threadIdx.x) % kChunksPerRow) * 8;
   const int rows_left = n_rows - row0 - r;
-  const T* src = gmem + static_cast<int64_t>(row0 + r) * D + col;
+  const T* src = gmem + static_cast<int64_t>(row0 + r) * stride + col;
   const uint32_t dst = smem_addr(smem + swizzled_offset<D>(r, col));
 #pragma unroll
   for (int i = 0; i < kRows / kPassRows; ++i) {
     const bool valid = i * kPassRows < rows_left;
-    cp_async_16(dst + i * kPassRows * D * 2, valid ? src + i * kPassRows * D : gmem, valid);
+    // Pass i's rows: a constant offset for a dense head; in a packed batch a 32-bit product
+    // (i kPassRows rows of a few thousand elements), so that no 64-bit offsets stay live.
+    cp_async_16(dst + i * kPassRows * D * 2, valid ? src + i * kPassRows * stride : gmem, valid);
   }
 }
 
-template <class T, int D, MaskKind kMask>
-__global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinBlocks)
-    fwd_kernel(const FwdParams p) {
+// The kernel's body, for a dense problem and for a packed batch (kPacked: the block first finds
+// its sequence; everything after that is the dense code on the sequence's rows, lengths and band,
+// with a row stride of H d or Hkv d). The dense path's strides and lengths are compile-time
+// constants and kernel parameters, as they were before packed batches existed.
+template <class T, int D, MaskKind kMask, bool kPacked>
+__device__ __forceinline__ void fwd_body(const FwdParams& p) {
   using Tr = FwdTraits<D>;
   using E = ElemTraits<T>;
   constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
@@ -96,14 +104,61 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   // Causal blocks near the bottom of the matrix have the most keys: launch them first.
   const int q0 = (gridDim.x - 1 - blockIdx.x) * Br;
   // Grid (Q blocks, group, K/V heads): query head z group + y reads K/V head z, with no division
-  // (one in the kernel cost the d = 128 kernel a spill at 255 registers).
-  const int64_t kv_head = blockIdx.z;
-  const int64_t head = kv_head * gridDim.y + blockIdx.y;
-  const T* Q = static_cast<const T*>(p.q) + head * p.Nq * D;
-  const T* K = static_cast<const T*>(p.k) + kv_head * p.Nk * D;
-  const T* V = static_cast<const T*>(p.v) + kv_head * p.Nk * D;
-  T* O = static_cast<T*>(p.o) + head * p.Nq * D;
-  float* LSE = p.lse + head * p.Nq;
+  // (one in the kernel cost the d = 128 kernel a spill at 255 registers). Packed: z is
+  // (sequence, K/V head), the grid's x counts the longest sequence's blocks, and a block past its
+  // sequence's end returns at once.
+  // Packed: this block's rows are its sequence's, found from the offsets. They are read again
+  // where they are needed (the K/V loads, the epilogue) rather than held in registers across the
+  // loop, which the d = 128 kernel has none to spare for. The dense path is the code from before
+  // packed batches: pointers from the kernel's parameters.
+  struct Rows {
+    const T* Q;
+    const T* K;
+    const T* V;
+    T* O;
+    float* LSE;
+    int Nq, Nk;
+  };
+  [[maybe_unused]] auto packed_rows = [&]() -> Rows {
+    const int b = static_cast<int>(blockIdx.z) / p.Hkv;
+    const int64_t kv_head = static_cast<int>(blockIdx.z) - b * p.Hkv;
+    const int64_t head = kv_head * gridDim.y + blockIdx.y;  // in the token's H heads
+    const SeqRows sr = seq_rows_reread(p.cu_q, p.cu_k, b);
+    const int64_t q_row = static_cast<int64_t>(p.H) * D, kv_row = static_cast<int64_t>(p.Hkv) * D;
+    return {static_cast<const T*>(p.q) + sr.q0 * q_row + head * D,
+            static_cast<const T*>(p.k) + sr.k0 * kv_row + kv_head * D,
+            static_cast<const T*>(p.v) + sr.k0 * kv_row + kv_head * D,
+            static_cast<T*>(p.o) + sr.q0 * q_row + head * D,
+            p.lse + head * p.total_q + sr.q0,
+            sr.nq,
+            sr.nk};
+  };
+  const T* Q;
+  const T* K;
+  const T* V;
+  T* O;
+  float* LSE;
+  int Nq = p.Nq, Nk = p.Nk;
+  Band band = p.band;
+  if constexpr (kPacked) {
+    const Rows a = packed_rows();
+    if (q0 >= a.Nq) return;  // past its sequence's end
+    Q = a.Q, K = a.K, V = a.V, O = a.O, LSE = a.LSE;
+    Nq = a.Nq;
+    Nk = a.Nk;
+    band = seq_band(p.band, Nq, Nk);  // the problem's sides, the sequence's lengths
+  } else {
+    const int64_t kv_head = blockIdx.z;
+    const int64_t head = kv_head * gridDim.y + blockIdx.y;
+    Q = static_cast<const T*>(p.q) + head * p.Nq * D;
+    K = static_cast<const T*>(p.k) + kv_head * p.Nk * D;
+    V = static_cast<const T*>(p.v) + kv_head * p.Nk * D;
+    O = static_cast<T*>(p.o) + head * p.Nq * D;
+    LSE = p.lse + head * p.Nq;
+  }
+  // Elements between two rows: D (dense), H D or Hkv D (packed).
+  const int q_stride = kPacked ? p.H * D : D;
+  const int kv_stride = kPacked ? p.Hkv * D : D;
 
   const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, qd = lane % 4;
   const int warp_row0 = (tid / 32) * kRowsPerWarp;
@@ -111,30 +166,38 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   // The K/V tiles this block visits, kv0 .. kv0 + n_kv - 1: with a band, none that no row of it
   // sees (those above the causal diagonal, those outside a window are skipped whole).
   const BlockRange kr =
-      kBanded ? p.band.k_blocks(q0 / Br, Br, Bc) : BlockRange{0, (p.Nk + Bc - 1) / Bc};
+      kBanded ? band.k_blocks(q0 / Br, Br, Bc) : BlockRange{0, (Nk + Bc - 1) / Bc};
   const int kv0 = kr.begin, n_kv = kr.count();
   // Loop invariants: the keys from kv0 * Bc on (the loop counts tiles from there), and the band's
   // offset of the warp (the mask below).
-  const int64_t kv_skip = static_cast<int64_t>(kv0) * Bc * D;  // elements of K, V skipped
-  const int nk_rel = p.Nk - kv0 * Bc;
-  const int u0 = kv0 * Bc - (q0 + warp_row0) - p.band.offset;
+  const int64_t kv_skip = static_cast<int64_t>(kv0) * Bc * kv_stride;  // elements of K, V skipped
+  const int nk_rel = Nk - kv0 * Bc;
+  const int u0 = kv0 * Bc - (q0 + warp_row0) - band.offset;
   if (n_kv == 0) {  // no row of this block sees a key: O = 0, LSE = -inf
     for (int i = tid; i < Br * D / 2; i += kThreads) {
       const int r = q0 + i / (D / 2);
-      if (r < p.Nq) reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(r) * D)[i % (D / 2)] = 0;
+      if (r < Nq)
+        reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(r) * q_stride)[i % (D / 2)] = 0;
     }
     for (int r = tid; r < Br; r += kThreads)
-      if (q0 + r < p.Nq) LSE[q0 + r] = -INFINITY;
+      if (q0 + r < Nq) LSE[q0 + r] = -INFINITY;
     return;
   }
 
   // Pipeline: group t holds K/V tile t (group 0 also holds Q); kStages - 1 groups in flight.
   auto load_kv = [&](int tile) {
     const int stage = tile % kStages;
-    load_tile<Bc, D, kThreads>(sK + stage * Bc * D, K + kv_skip, tile * Bc, nk_rel);
-    load_tile<Bc, D, kThreads>(sV + stage * Bc * D, V + kv_skip, tile * Bc, nk_rel);
+    const T* Kt = K;
+    const T* Vt = V;
+    if constexpr (kPacked) {
+      const Rows a = packed_rows();
+      Kt = a.K;
+      Vt = a.V;
+    }
+    load_tile<Bc, D, kThreads>(sK + stage * Bc * D, Kt + kv_skip, tile * Bc, nk_rel, kv_stride);
+    load_tile<Bc, D, kThreads>(sV + stage * Bc * D, Vt + kv_skip, tile * Bc, nk_rel, kv_stride);
   };
-  load_tile<Br, D, kThreads>(sQ, Q, q0, p.Nq);
+  load_tile<Br, D, kThreads>(sQ, Q, q0, Nq, q_stride);
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
     if (t < n_kv) load_kv(t);
@@ -229,8 +292,8 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
     // u - (kRowsPerWarp - 1) to u + Bc - 1 (rows past Nq included: they are never stored).
     const int u = u0 + j * Bc;
     const bool ragged = j * Bc + Bc > nk_rel;
-    const bool masked = ragged || (kBanded && u + Bc - 1 > p.band.right) ||
-                        (kLeft && u - (kRowsPerWarp - 1) < -p.band.left);
+    const bool masked = ragged || (kBanded && u + Bc - 1 > band.right) ||
+                        (kLeft && u - (kRowsPerWarp - 1) < -band.left);
     if (masked) {
       // This lane's element (row r, column c) of the tile is key k0 + 2 qd + c of row
       // q0 + warp_row0 + g + r: visible iff c < key_end and -left <= t + c - r <= right.
@@ -244,7 +307,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
           for (int e = 0; e < 4; ++e) {
             const int r = mt * 16 + (e >> 1) * 8, c = n * 8 + (e & 1);
             if (c >= key_end ||
-                (kBanded && t + c - r > p.band.right) || (kLeft && t + c - r < -p.band.left))
+                (kBanded && t + c - r > band.right) || (kLeft && t + c - r < -band.left))
               s[mt][n][e] = -INFINITY;
           }
     }
@@ -308,6 +371,12 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 
   // O = acc / l and LSE = m ln2 + ln l (natural log), for the rows that exist.
   constexpr float kLn2 = 0.6931471805599453f;
+  if constexpr (kPacked) {
+    const Rows a = packed_rows();
+    O = a.O;
+    LSE = a.LSE;
+    Nq = a.Nq;
+  }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -315,8 +384,8 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
       const float lt = quad_sum(l[mt][h]);
       const float inv = lt > 0.f ? 1.f / lt : 0.f;
       const int row = q0 + warp_row0 + mt * 16 + g + 8 * h;
-      if (row < p.Nq) {
-        T* orow = O + static_cast<int64_t>(row) * D + 2 * qd;
+      if (row < Nq) {
+        T* orow = O + static_cast<int64_t>(row) * q_stride + 2 * qd;
 #pragma unroll
         for (int n = 0; n < NO; ++n)
           *reinterpret_cast<uint32_t*>(orow + n * 8) =
@@ -327,14 +396,34 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 }
 
 template <class T, int D, MaskKind kMask>
+__global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinBlocks)
+    fwd_kernel(const FwdParams p) {
+  fwd_body<T, D, kMask, false>(p);
+}
+
+// A packed batch: every band, both of its sides tested (the lengths differ per sequence, so the
+// dense kernel's choice between no mask and a band is not worth a second packed kernel).
+template <class T, int D>
+__global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinBlocks)
+    fwd_packed_kernel(const FwdParams p) {
+  fwd_body<T, D, MaskKind::both, true>(p);
+}
+
+template <class T, int D, MaskKind kMask>
 void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream) {
   using Tr = FwdTraits<D>;
   constexpr int kSmem = fwd_smem_bytes<D>();
   auto* kernel = &fwd_kernel<T, D, kMask>;
+  if constexpr (kMask == MaskKind::both) {
+    if (p.cu_q != nullptr) kernel = &fwd_packed_kernel<T, D>;
+  }
   // More than 48 KiB of dynamic shared memory must be asked for, once per kernel.
-  static const bool smem_raised = [kernel] {
-    FLASHLAB_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  static const bool smem_raised = [] {
+    FLASHLAB_CUDA_CHECK(cudaFuncSetAttribute(
+        &fwd_kernel<T, D, kMask>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    if constexpr (kMask == MaskKind::both)
+      FLASHLAB_CUDA_CHECK(cudaFuncSetAttribute(
+          &fwd_packed_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)smem_raised;

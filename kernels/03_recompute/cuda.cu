@@ -39,9 +39,11 @@ namespace flashlab::cuda {
 
 namespace {
 
-// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits.
+// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits (packed
+// batches too: params.h).
 std::string recompute_check(const Problem& p) {
-  return shape_check(p, "recompute", kFa2BwdLimits);
+  std::string why = shape_check(p, "recompute", kFa2BwdLimits);
+  return why.empty() ? bwd_packed_check(p, "recompute") : why;
 }
 
 size_t recompute_workspace(const Problem& p) {
@@ -98,4 +100,4 @@ void recompute_backward(const DeviceTensors& t) {
 FLASHLAB_CUDA_VERSION({.check = recompute_check,
                        .workspace_bytes = recompute_workspace,
                        .backward = recompute_backward,
-                       .axes = kGroupedHeads | kWindow});
+                       .axes = kGroupedHeads | kWindow | kPacked});

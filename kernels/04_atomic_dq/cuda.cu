@@ -34,9 +34,11 @@ namespace flashlab::cuda {
 
 namespace {
 
-// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits.
+// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits (packed
+// batches too: params.h).
 std::string atomic_check(const Problem& p) {
-  return shape_check(p, "atomic-dq", kFa2BwdLimits);
+  std::string why = shape_check(p, "atomic-dq", kFa2BwdLimits);
+  return why.empty() ? bwd_packed_check(p, "atomic-dq") : why;
 }
 
 size_t atomic_workspace(const Problem& p) {
@@ -62,4 +64,4 @@ void atomic_backward(const DeviceTensors& t) {
 FLASHLAB_CUDA_VERSION({.check = atomic_check,
                        .workspace_bytes = atomic_workspace,
                        .backward = atomic_backward,
-                       .axes = kGroupedHeads | kWindow});
+                       .axes = kGroupedHeads | kWindow | kPacked});

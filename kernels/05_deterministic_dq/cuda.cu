@@ -36,9 +36,11 @@ namespace flashlab::cuda {
 
 namespace {
 
-// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits.
+// Its kernels are the shared FA2 backward's (common/fa2_bwd), and so are its limits (packed
+// batches too: params.h).
 std::string deterministic_check(const Problem& p) {
-  return shape_check(p, "deterministic-dq", kFa2BwdLimits);
+  std::string why = shape_check(p, "deterministic-dq", kFa2BwdLimits);
+  return why.empty() ? bwd_packed_check(p, "deterministic-dq") : why;
 }
 
 // The same count for the workspace and the launch: a pure function of the problem and the GPU.
@@ -68,4 +70,4 @@ void deterministic_backward(const DeviceTensors& t) {
 FLASHLAB_CUDA_VERSION({.check = deterministic_check,
                        .workspace_bytes = deterministic_workspace,
                        .backward = deterministic_backward,
-                       .axes = kGroupedHeads | kWindow});
+                       .axes = kGroupedHeads | kWindow | kPacked});

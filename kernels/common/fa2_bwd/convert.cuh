@@ -14,30 +14,48 @@
 //
 // One thread per 8 consecutive elements of dQ (two 16-byte loads per split, one 16-byte store).
 // The accumulator's columns are permuted in groups of 8 (dq_accum_col); a group stays whole.
+// A packed batch: dQ is token-major and the accumulator head-major (params.h); each thread finds
+// its token's sequence (a binary search of the offsets) for its row inside it and its band.
 #pragma once
 
 #include <cstdint>
 
 #include "common/fa2_bwd/params.h"
+#include "common/packed.h"
 #include "common/sm80/tiles.cuh"
 
 namespace flashlab::cuda::bwd {
 
-template <class T, int kD>
-__global__ void __launch_bounds__(256)
-    convert_dq_kernel(const BwdParams p, DqMode mode, int splits, int outer_k_Br, int outer_k_Bc) {
+template <class T, int kD, bool kPacked>
+__device__ __forceinline__ void convert_dq_body(const BwdParams& p, DqMode mode, int splits,
+                                                int outer_k_Br, int outer_k_Bc) {
   const int64_t chunk = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t n_chunks = static_cast<int64_t>(p.BH) * p.Nq * (kD / 8);
-  if (chunk >= n_chunks) return;
-  const int64_t at = chunk * 8;                      // element offset in dQ and in a split
-  const int q = static_cast<int>((at / kD) % p.Nq);  // query row inside its head
-  const int q_block = q / outer_k_Br;
+  const int64_t at = chunk * 8;  // element offset in dQ
   const int col =
       static_cast<int>(at % kD);  // a multiple of 8: one permuted group (sm80/tiles.cuh)
-  const int64_t accum_at = at - col + dq_accum_col(q, col);
+  int q;             // query row inside its sequence's head
+  int64_t accum_at;  // the element in a split
+  Band band = p.band;
+  if constexpr (kPacked) {
+    const int64_t n_chunks = static_cast<int64_t>(p.total_q) * p.H * (kD / 8);
+    if (chunk >= n_chunks) return;
+    const int64_t t = at / (static_cast<int64_t>(p.H) * kD);  // token
+    const int64_t h = (at / kD) % p.H;
+    const int b = seq_of(p.B, t, [&](int s) { return static_cast<int64_t>(p.cu_q[s]); });
+    const SeqRows sr = seq_rows(p.cu_q, p.cu_k, b);
+    q = static_cast<int>(t - sr.q0);
+    band = seq_band(band, sr.nq, sr.nk);
+    accum_at = (h * p.total_q + t) * kD + dq_accum_col(q, col);
+  } else {
+    const int64_t n_chunks = static_cast<int64_t>(p.BH) * p.Nq * (kD / 8);
+    if (chunk >= n_chunks) return;
+    q = static_cast<int>((at / kD) % p.Nq);
+    accum_at = at - col + dq_accum_col(q, col);
+  }
+  const int q_block = q / outer_k_Br;
 
   float acc[8] = {};
-  const BlockRange kr = p.band.k_blocks(q_block, outer_k_Br, outer_k_Bc);
+  const BlockRange kr = band.k_blocks(q_block, outer_k_Br, outer_k_Bc);
   for (int j = 0; j < splits; ++j) {
     // atomic-dq's single buffer was zeroed; a split is read only where it was written.
     if (mode == DqMode::split) {
@@ -56,6 +74,19 @@ __global__ void __launch_bounds__(256)
   out.z = ElemTraits<T>::pack(acc[4] * p.scale, acc[5] * p.scale);
   out.w = ElemTraits<T>::pack(acc[6] * p.scale, acc[7] * p.scale);
   *reinterpret_cast<uint4*>(static_cast<T*>(p.dQ) + at) = out;
+}
+
+template <class T, int kD>
+__global__ void __launch_bounds__(256)
+    convert_dq_kernel(const BwdParams p, DqMode mode, int splits, int outer_k_Br, int outer_k_Bc) {
+  convert_dq_body<T, kD, false>(p, mode, splits, outer_k_Br, outer_k_Bc);
+}
+
+template <class T, int kD>
+__global__ void __launch_bounds__(256) convert_dq_packed_kernel(const BwdParams p, DqMode mode,
+                                                                int splits, int outer_k_Br,
+                                                                int outer_k_Bc) {
+  convert_dq_body<T, kD, true>(p, mode, splits, outer_k_Br, outer_k_Bc);
 }
 
 }  // namespace flashlab::cuda::bwd

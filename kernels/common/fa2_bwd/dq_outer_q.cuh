@@ -36,12 +36,18 @@
 //
 // Shared memory: Q_i, dO_i, 2 x K_j, 2 x V_j (cp.async one step ahead), and dS (Br x Bc) where it
 // is shared: 144 KiB at d = 128, 64 KiB at d = 64.
+//
+// Packed batches (common/packed.h): dq_outer_q_packed_kernel, the same body on a grid of the
+// longest sequence's Q blocks x (sequence, query head); a CTA past its sequence's rows returns at
+// once, the others run on their sequence's rows (stride H d for Q, dO, dQ; Hkv d for K, V),
+// lengths and band, and read and write nothing outside it.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include "common/fa2_bwd/params.h"
+#include "common/packed.h"
 #include "common/sm80/mma.cuh"
 #include "common/sm80/tiles.cuh"
 #include "common/sm90/bulk.cuh"
@@ -75,9 +81,8 @@ struct OuterQTraits {
   static constexpr size_t kSmemBytes = (2 * kTileQ + 4 * kTileKV + kTileS) * 2;
 };
 
-template <class T, int kD>
-__global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
-    dq_outer_q_kernel(const BwdParams p) {
+template <class T, int kD, bool kPacked>
+__device__ __forceinline__ void dq_outer_q_body(const BwdParams& p) {
   using Tr = OuterQTraits<kD>;
   constexpr int Br = Tr::Br, Bc = Tr::Bc, kThreads = Tr::kThreads;
   constexpr int kSM = Tr::kSRows / 16, kSN = Tr::kSCols / 8;  // m16 and n8 tiles of S, dP
@@ -111,11 +116,35 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   const Ldsm<Frag::a_rowmajor, Bc> st_s(s_row0, s_col0);  // stmatrix of dS: the A map (smem)
   const uint32_t aQ = smem_addr(sQ), adO = smem_addr(sdO), adS = smem_addr(sdS);
 
-  const T* Q = static_cast<const T*>(p.Q) + bh * p.Nq * kD;
-  const int64_t kvh = static_cast<int>(blockIdx.y) / p.group;  // grouped heads: its K/V head
-  const T* K = static_cast<const T*>(p.K) + kvh * p.Nk * kD;
-  const T* V = static_cast<const T*>(p.V) + kvh * p.Nk * kD;
-  const T* dO = static_cast<const T*>(p.dO) + bh * p.Nq * kD;
+  // Dense: the problem's rows and band. Packed: blockIdx.y is (sequence, query head); the
+  // sequence's own rows, lengths and band.
+  int Nq = p.Nq, Nk = p.Nk;
+  Band band = p.band;
+  int64_t q_stride = kD, kv_stride = kD;  // elements between two rows
+  int64_t q_base, kv_base, lse_base;      // row 0 of this head in Q, dO, dQ; K, V; LSE2, D
+  if constexpr (kPacked) {
+    const int b = static_cast<int>(blockIdx.y) / p.H;
+    const int64_t h = static_cast<int>(blockIdx.y) - b * p.H;
+    const SeqRows sr = seq_rows(p.cu_q, p.cu_k, b);
+    if (q0 >= sr.nq) return;
+    Nq = sr.nq;
+    Nk = sr.nk;
+    band = seq_band(p.band, Nq, Nk);
+    q_stride = static_cast<int64_t>(p.H) * kD;
+    kv_stride = static_cast<int64_t>(p.Hkv) * kD;
+    q_base = sr.q0 * q_stride + h * kD;
+    kv_base = sr.k0 * kv_stride + (h / p.group) * kD;
+    lse_base = h * p.lse_rows + bwd_packed_lse_start(sr.q0, b);
+  } else {
+    const int64_t kvh = static_cast<int>(blockIdx.y) / p.group;  // grouped heads: its K/V head
+    q_base = bh * p.Nq * kD;
+    kv_base = kvh * p.Nk * kD;
+    lse_base = bh * p.Nq_pad;
+  }
+  const T* Q = static_cast<const T*>(p.Q) + q_base;
+  const T* K = static_cast<const T*>(p.K) + kv_base;
+  const T* V = static_cast<const T*>(p.V) + kv_base;
+  const T* dO = static_cast<const T*>(p.dO) + q_base;
 
   // LSE2 and D of this thread's S rows (s_row0 + 16m + g + 8h) stay in registers.
   float lse2[kSM][2], dd[kSM][2];
@@ -123,23 +152,23 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   for (int m = 0; m < kSM; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t r = bh * p.Nq_pad + q0 + s_row0 + 16 * m + g + 8 * h;  // padded: in bounds
+      const int64_t r = lse_base + q0 + s_row0 + 16 * m + g + 8 * h;  // padded: in bounds
       lse2[m][h] = p.LSE2[r];
       dd[m][h] = p.D[r];
     }
 
   // The K blocks any row of this block sees: from the window's left side (0 without one) to the
   // causal diagonal or the window's right side (common/band.h).
-  const BlockRange kr = p.band.k_blocks(i, Br, Bc);
+  const BlockRange kr = band.k_blocks(i, Br, Bc);
   const int n_begin = kr.begin, n_end = kr.end;
 
   float acc_dQ[kQM][kQN][4] = {};
 
   if (n_end > n_begin) {
-    load_tile_async<Br, kD, kThreads>(sQ, Q, q0, p.Nq);
-    load_tile_async<Br, kD, kThreads>(sdO, dO, q0, p.Nq);
-    load_tile_async<Bc, kD, kThreads>(sK, K, n_begin * Bc, p.Nk);
-    load_tile_async<Bc, kD, kThreads>(sV, V, n_begin * Bc, p.Nk);
+    load_tile_async<Br, kD, kThreads>(sQ, Q, q0, Nq, q_stride);
+    load_tile_async<Br, kD, kThreads>(sdO, dO, q0, Nq, q_stride);
+    load_tile_async<Bc, kD, kThreads>(sK, K, n_begin * Bc, Nk, kv_stride);
+    load_tile_async<Bc, kD, kThreads>(sV, V, n_begin * Bc, Nk, kv_stride);
     cp_async_commit();
   }
 
@@ -148,8 +177,10 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
     cp_async_wait<0>();
     __syncthreads();
     if (jb + 1 < n_end) {
-      load_tile_async<Bc, kD, kThreads>(sK + (buf ^ 1) * Tr::kTileKV, K, (jb + 1) * Bc, p.Nk);
-      load_tile_async<Bc, kD, kThreads>(sV + (buf ^ 1) * Tr::kTileKV, V, (jb + 1) * Bc, p.Nk);
+      load_tile_async<Bc, kD, kThreads>(sK + (buf ^ 1) * Tr::kTileKV, K, (jb + 1) * Bc, Nk,
+                                        kv_stride);
+      load_tile_async<Bc, kD, kThreads>(sV + (buf ^ 1) * Tr::kTileKV, V, (jb + 1) * Bc, Nk,
+                                        kv_stride);
     }
     cp_async_commit();
     const uint32_t aKj = smem_addr(sK + buf * Tr::kTileKV);
@@ -183,7 +214,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
             if constexpr (decltype(masked)::value) {
               const int query = q0 + s_row0 + 16 * m + g + (e / 2) * 8;
               const int key = key0 + s_col0 + 8 * n + 2 * qd + e % 2;
-              if (key >= p.Nk || !p.band.sees(query, key)) pv = 0.f;
+              if (key >= Nk || !band.sees(query, key)) pv = 0.f;
             }
             v[e] = pv * (dp[m][n][e] - dd[m][e / 2]);
           }
@@ -191,7 +222,7 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
           ds[m][n][1] = ElemTraits<T>::pack(v[2], v[3]);
         }
     };
-    const bool mask_tile = p.band.cuts(q0, Br, key0, Bc);
+    const bool mask_tile = band.cuts(q0, Br, key0, Bc);
     if (mask_tile) {
       softmax_ds(std::true_type{});
     } else {
@@ -254,19 +285,31 @@ __global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
   }
 
   // ---- dQ_i = scale * acc (zeros for rows that see no key) ----
-  T* dQ = static_cast<T*>(p.dQ) + bh * p.Nq * kD;
+  T* dQ = static_cast<T*>(p.dQ) + (kPacked ? q_base : bh * p.Nq * kD);
 #pragma unroll
   for (int m = 0; m < kQM; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = q0 + q_row0 + 16 * m + g + 8 * h;
-      if (row >= p.Nq) continue;
+      if (row >= Nq) continue;
 #pragma unroll
       for (int n = 0; n < kQN; ++n)
-        *reinterpret_cast<uint32_t*>(dQ + static_cast<int64_t>(row) * kD + q_col0 + 8 * n +
+        *reinterpret_cast<uint32_t*>(dQ + static_cast<int64_t>(row) * q_stride + q_col0 + 8 * n +
                                      2 * qd) =
             ElemTraits<T>::pack(acc_dQ[m][n][2 * h] * p.scale, acc_dQ[m][n][2 * h + 1] * p.scale);
     }
+}
+
+template <class T, int kD>
+__global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
+    dq_outer_q_kernel(const BwdParams p) {
+  dq_outer_q_body<T, kD, false>(p);
+}
+
+template <class T, int kD>
+__global__ void __launch_bounds__(OuterQTraits<kD>::kThreads, 1)
+    dq_outer_q_packed_kernel(const BwdParams p) {
+  dq_outer_q_body<T, kD, true>(p);
 }
 
 }  // namespace flashlab::cuda::bwd
@@ -276,13 +319,23 @@ namespace flashlab::cuda {
 template <class T, int kD>
 void launch_bwd_dq_outer_q(const BwdParams& p, void* stream) {
   using bwd::dq_outer_q_kernel;
+  using bwd::dq_outer_q_packed_kernel;
   using Tr = bwd::OuterQTraits<kD>;
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      dq_outer_q_kernel<T, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  static const cudaError_t opt_in = [] {
+    const cudaError_t e = cudaFuncSetAttribute(
+        dq_outer_q_kernel<T, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(dq_outer_q_packed_kernel<T, kD>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  }();
   FLASHLAB_CUDA_CHECK(opt_in);
+  // Packed: the longest sequence's Q blocks x (sequence, query head), p.BH = B H.
   const dim3 grid((p.Nq + Tr::Br - 1) / Tr::Br, p.BH);
-  dq_outer_q_kernel<T, kD>
-      <<<grid, Tr::kThreads, Tr::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (p.cu_q != nullptr)
+    dq_outer_q_packed_kernel<T, kD><<<grid, Tr::kThreads, Tr::kSmemBytes, st>>>(p);
+  else
+    dq_outer_q_kernel<T, kD><<<grid, Tr::kThreads, Tr::kSmemBytes, st>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }
 

@@ -38,25 +38,48 @@ BwdParams bwd_make_params(const DeviceTensors& t) {
   p.scale_log2 = static_cast<float>(pr.softmax_scale() * 1.4426950408889634);
   p.split_stride = s.q_elems();
   p.dq_splits = 1;  // deterministic-dq sets its own (bwd_dq_splits)
+  if (s.packed()) {
+    p.cu_q = t.cu_q;
+    p.cu_k = t.cu_k;
+    p.B = static_cast<int>(s.B);
+    p.H = static_cast<int>(s.H);
+    p.Hkv = static_cast<int>(s.kv_heads());
+    p.total_q = static_cast<int>(s.total_q());
+    p.lse_rows = static_cast<int>(bwd_packed_lse_rows(pr));
+  }
   return p;
 }
 
 template <class T, int kD>
 void launch_bwd_preprocess(const BwdParams& p, void* stream) {
   constexpr int kRowsPerBlock = 256 / (kD / 8);
-  const int64_t rows = static_cast<int64_t>(p.BH) * p.Nq_pad;
+  const int64_t rows = p.cu_q != nullptr ? static_cast<int64_t>(p.H) * p.lse_rows
+                                         : static_cast<int64_t>(p.BH) * p.Nq_pad;
   const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  bwd::preprocess_kernel<T, kD><<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (p.cu_q != nullptr)
+    bwd::preprocess_packed_kernel<T, kD><<<blocks, 256, 0, st>>>(p);
+  else
+    bwd::preprocess_kernel<T, kD><<<blocks, 256, 0, st>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }
 
 template <class T, int kD>
 void launch_bwd_convert_dq(const BwdParams& p, DqMode mode, int64_t splits, void* stream) {
   using Tr = bwd::OuterKTraits<kD>;
-  const int64_t chunks = static_cast<int64_t>(p.BH) * p.Nq * (kD / 8);
+  const bool packed = p.cu_q != nullptr;
+  const int64_t rows = packed ? static_cast<int64_t>(p.total_q) * p.H
+                              : static_cast<int64_t>(p.BH) * p.Nq;
+  const int64_t chunks = rows * (kD / 8);
   const auto blocks = static_cast<unsigned>((chunks + 255) / 256);
-  bwd::convert_dq_kernel<T, kD><<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      p, mode, static_cast<int>(splits), Tr::Br, Tr::Bc);
+  if (blocks == 0) return;  // a packed batch with no query rows
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (packed)
+    bwd::convert_dq_packed_kernel<T, kD>
+        <<<blocks, 256, 0, st>>>(p, mode, static_cast<int>(splits), Tr::Br, Tr::Bc);
+  else
+    bwd::convert_dq_kernel<T, kD>
+        <<<blocks, 256, 0, st>>>(p, mode, static_cast<int>(splits), Tr::Br, Tr::Bc);
   FLASHLAB_CHECK_LAUNCH();
 }
 

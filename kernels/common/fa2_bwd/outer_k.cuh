@@ -75,12 +75,21 @@
 // instead). Elsewhere every thread adds its fragment with red.global.add. Writing 16 fragments per
 // thread to global memory as reductions held their registers and the memory pipe through the next
 // step; on the H200 the staged copy made the whole backward 12-22 % faster (docs/perf.md, step 7).
+//
+// Packed batches (common/packed.h, params.h): a second kernel, outer_k_packed_kernel, from the
+// same body. Its grid's y is (sequence, K/V head) and its x counts the longest sequence's K blocks
+// (or the splits); a CTA reads its sequence's offsets and lengths first, a K block past its
+// sequence's keys is never visited, and from there on the body is the dense one on the
+// sequence's rows (row stride H d for Q, dO; Hkv d for K, V, dK, dV), lengths and band. Loads are
+// zero-filled and stores skipped past a sequence's last row or key (the bulk dQ copy is clipped at
+// its last row), so nothing outside the sequence is read or written.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include "common/fa2_bwd/params.h"
+#include "common/packed.h"
 #include "common/sm80/mma.cuh"
 #include "common/sm80/tiles.cuh"
 #include "common/sm90/bulk.cuh"
@@ -126,8 +135,8 @@ struct OuterKTraits {
   }
 };
 
-template <class T, int kD, DqMode kMode>
-__global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(const BwdParams p) {
+template <class T, int kD, DqMode kMode, bool kPacked>
+__device__ __forceinline__ void outer_k_body(const BwdParams& p) {
   using Tr = OuterKTraits<kD>;
   constexpr int Br = Tr::Br, Bc = Tr::Bc, kThreads = Tr::kThreads;
   constexpr int kSM = Tr::kSRows / 16, kSN = Tr::kSCols / 8;      // m16 and n8 tiles of S^T
@@ -168,11 +177,54 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
   const Ldsm<Frag::b_kn, kD> ld_q_b(0, q_col0);           // K_j columns of dQ_i
   const Ldsm<Frag::a_rowmajor, Br> st_s(s_row0, s_col0);  // stmatrix of P^T, dS^T: the A map
 
-  const T* K = static_cast<const T*>(p.K) + kvh * p.Nk * kD;
-  const T* V = static_cast<const T*>(p.V) + kvh * p.Nk * kD;
   const int64_t bh0 = kvh * group;  // the group's first query head
+  // The sequence's rows, lengths and band: the problem's for a dense batch; a packed CTA's
+  // blockIdx.y is (sequence, K/V head), and query head h of the group is head kv_in * group + h
+  // of its sequence's tokens.
+  int Nq = p.Nq, Nk = p.Nk;
+  Band band = p.band;
+  int64_t kv_stride = kD;       // elements between two rows of K, V, dK, dV
+  int64_t kv_base = kvh * p.Nk * kD;  // K/V head kvh's first row
+  [[maybe_unused]] SeqRows sr{};
+  [[maybe_unused]] int b = 0;
+  [[maybe_unused]] int64_t kv_in = 0;
+  if constexpr (kPacked) {
+    b = static_cast<int>(blockIdx.y) / p.Hkv;
+    kv_in = static_cast<int>(blockIdx.y) - b * p.Hkv;
+    sr = seq_rows(p.cu_q, p.cu_k, b);
+    Nq = sr.nq;
+    Nk = sr.nk;
+    band = seq_band(p.band, Nq, Nk);
+    kv_stride = static_cast<int64_t>(p.Hkv) * kD;
+    kv_base = sr.k0 * kv_stride + kv_in * kD;
+  }
+  const T* K = static_cast<const T*>(p.K) + kv_base;
+  const T* V = static_cast<const T*>(p.V) + kv_base;
+  // Query head h of the group: its Q and dO rows, its LSE2 and D, its rows of the dQ accumulator.
+  auto q_offset = [&](int h) -> int64_t {
+    if constexpr (kPacked)
+      return (static_cast<int64_t>(sr.q0) * p.H + kv_in * group + h) * kD;
+    else
+      return (bh0 + h) * p.Nq * kD;
+  };
+  auto lse_offset = [&](int h) -> int64_t {
+    if constexpr (kPacked)
+      return (kv_in * group + h) * p.lse_rows + bwd_packed_lse_start(sr.q0, b);
+    else
+      return (bh0 + h) * p.Nq_pad;
+  };
+  auto accum_offset = [&](int h) -> int64_t {
+    if constexpr (kPacked)
+      return ((kv_in * group + h) * p.total_q + sr.q0) * kD;
+    else
+      return (bh0 + h) * p.Nq * kD;
+  };
+  const int64_t q_stride = kPacked ? static_cast<int64_t>(p.H) * kD : kD;
 
-  const int n_kblocks = (p.Nk + Bc - 1) / Bc;
+  const int n_kblocks = (Nk + Bc - 1) / Bc;
+  if constexpr (kPacked && kMode != DqMode::split) {
+    if (static_cast<int>(blockIdx.x) >= n_kblocks) return;  // past the sequence's keys
+  }
   constexpr bool kWalk = kMode == DqMode::split;  // several K blocks per CTA; else exactly one
   const int n_split = gridDim.x;
 
@@ -187,7 +239,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
     // The Q blocks that see any key of block j (common/band.h), for each query head of the group
     // in turn: the steps walk (Q block i, query head bh0 + h) with i fastest, counted on without
     // a division (registers are tight here).
-    const BlockRange qr = p.band.q_blocks(j, Bc, Br);
+    const BlockRange qr = band.q_blocks(j, Bc, Br);
     const int m_begin = qr.begin, m_last = qr.end - 1, n_steps = qr.count() * group;
     struct Step {
       int i, h;
@@ -197,7 +249,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
     // add (the CTA's K blocks increase; common/band.h). Without a window's left side that is
     // always the CTA's first K block.
     auto stores_dq = [&](int i) {
-      return grp == 0 || snake_block(blockIdx.x, grp - 1, n_split) < p.band.k_blocks(i, Br, Bc).begin;
+      return grp == 0 || snake_block(blockIdx.x, grp - 1, n_split) < band.k_blocks(i, Br, Bc).begin;
     };
 
     float acc_dK[kKVM][kKVN][4] = {};
@@ -205,13 +257,12 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
 
     auto load_q_block = [&](Step st, int buf) {
       const int i = st.i;
-      const int64_t h = bh0 + st.h;
-      const T* Q = static_cast<const T*>(p.Q) + h * p.Nq * kD;
-      const T* dO = static_cast<const T*>(p.dO) + h * p.Nq * kD;
-      load_tile_async<Br, kD, kThreads>(sQ + buf * Tr::kTileQ, Q, i * Br, p.Nq);
-      load_tile_async<Br, kD, kThreads>(sdO + buf * Tr::kTileQ, dO, i * Br, p.Nq);
-      load_rows_async<Br>(sLSE2 + buf * Br, p.LSE2 + h * p.Nq_pad + i * Br, 0);
-      load_rows_async<Br>(sD + buf * Br, p.D + h * p.Nq_pad + i * Br, Br / 4);
+      const T* Q = static_cast<const T*>(p.Q) + q_offset(st.h);
+      const T* dO = static_cast<const T*>(p.dO) + q_offset(st.h);
+      load_tile_async<Br, kD, kThreads>(sQ + buf * Tr::kTileQ, Q, i * Br, Nq, q_stride);
+      load_tile_async<Br, kD, kThreads>(sdO + buf * Tr::kTileQ, dO, i * Br, Nq, q_stride);
+      load_rows_async<Br>(sLSE2 + buf * Br, p.LSE2 + lse_offset(st.h) + i * Br, 0);
+      load_rows_async<Br>(sD + buf * Br, p.D + lse_offset(st.h) + i * Br, Br / 4);
     };
 
     // sm_90: dQ_i goes to staging buffer t % 2 at the end of step t, and at the start of step t+1
@@ -222,13 +273,13 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
     // t+2 then rewrites: a whole step of slack, so the wait costs nothing.
     auto dq_rows = [&](Step st) {
       return p.dQ_accum + (kMode == DqMode::split ? blockIdx.x * p.split_stride : 0) +
-             (bh0 + st.h) * p.Nq * kD;
+             accum_offset(st.h);
     };
     [[maybe_unused]] auto flush_dq = [&](Step st, int parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       if (threadIdx.x == 0) {
         const int blk = st.i;
-        const int rows = min(Br, p.Nq - blk * Br);  // the last block may be ragged
+        const int rows = min(Br, Nq - blk * Br);  // the last block may be ragged
         float* dst = dq_rows(st) + static_cast<int64_t>(blk) * Br * kD;
         const uint32_t bytes = static_cast<uint32_t>(rows * kD * sizeof(float));
         const uint32_t src = adQ + parity * Tr::kTileDq * sizeof(float);
@@ -243,8 +294,8 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
     };
 
     if (n_steps > 0) {
-      load_tile_async<Bc, kD, kThreads>(sK, K, key0, p.Nk);
-      load_tile_async<Bc, kD, kThreads>(sV, V, key0, p.Nk);
+      load_tile_async<Bc, kD, kThreads>(sK, K, key0, Nk, kv_stride);
+      load_tile_async<Bc, kD, kThreads>(sV, V, key0, Nk, kv_stride);
       load_q_block(Step{m_begin, 0}, 0);
       cp_async_commit();
     }
@@ -296,13 +347,13 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
               if constexpr (decltype(masked)::value) {
                 const int key = key0 + s_row0 + 16 * m + g + (e / 2) * 8;
                 const int query = i * Br + s_col0 + n * 8 + 2 * qd + e % 2;
-                if (key >= p.Nk || !p.band.sees(query, key)) s[m][n][e] = 0.f;
+                if (key >= Nk || !band.sees(query, key)) s[m][n][e] = 0.f;
               }
             }
           }
         }
       };
-      const bool mask_tile = p.band.cuts(i * Br, Br, key0, Bc);
+      const bool mask_tile = band.cuts(i * Br, Br, key0, Bc);
       if (mask_tile) {
         softmax(std::true_type{});
       } else {
@@ -436,7 +487,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               if constexpr (decltype(test_rows)::value)
-                if (row0 + 16 * m + 8 * h >= p.Nq) continue;
+                if (row0 + 16 * m + 8 * h >= Nq) continue;
               float* at = dst_q + (16 * m + 8 * h) * kD;
 #pragma unroll
               for (int n = 0; n < kQN; ++n) {
@@ -451,7 +502,7 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
               }
             }
         };
-        if ((i + 1) * Br <= p.Nq) {
+        if ((i + 1) * Br <= Nq) {
           put_dq(std::false_type{});
         } else {
           put_dq(std::true_type{});
@@ -475,17 +526,17 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
 #endif
 
     // ---- dK_j = scale * dS^T Q, dV_j = P^T dO: one store per key row (zeros if never visited)
-    T* dK = static_cast<T*>(p.dK) + kvh * p.Nk * kD;
-    T* dV = static_cast<T*>(p.dV) + kvh * p.Nk * kD;
+    T* dK = static_cast<T*>(p.dK) + (kPacked ? kv_base : kvh * p.Nk * kD);
+    T* dV = static_cast<T*>(p.dV) + (kPacked ? kv_base : kvh * p.Nk * kD);
 #pragma unroll
     for (int m = 0; m < kKVM; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int key = key0 + kv_row0 + 16 * m + g + 8 * h;
-        if (key >= p.Nk) continue;
+        if (key >= Nk) continue;
 #pragma unroll
         for (int n = 0; n < kKVN; ++n) {
-          const int64_t at = static_cast<int64_t>(key) * kD + kv_col0 + n * 8 + 2 * qd;
+          const int64_t at = static_cast<int64_t>(key) * kv_stride + kv_col0 + n * 8 + 2 * qd;
           *reinterpret_cast<uint32_t*>(dK + at) =
               ElemTraits<T>::pack(acc_dK[m][n][2 * h] * p.scale, acc_dK[m][n][2 * h + 1] * p.scale);
           *reinterpret_cast<uint32_t*>(dV + at) =
@@ -497,6 +548,17 @@ __global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(
   }  // K blocks of this CTA
 }
 
+template <class T, int kD, DqMode kMode>
+__global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1) outer_k_kernel(const BwdParams p) {
+  outer_k_body<T, kD, kMode, false>(p);
+}
+
+template <class T, int kD, DqMode kMode>
+__global__ void __launch_bounds__(OuterKTraits<kD>::kThreads, 1)
+    outer_k_packed_kernel(const BwdParams p) {
+  outer_k_body<T, kD, kMode, true>(p);
+}
+
 }  // namespace flashlab::cuda::bwd
 
 namespace flashlab::cuda {
@@ -504,19 +566,32 @@ namespace flashlab::cuda {
 template <class T, int kD, DqMode kMode>
 void launch_bwd_outer_k(const BwdParams& p, void* stream) {
   using bwd::outer_k_kernel;
+  using bwd::outer_k_packed_kernel;
   using Tr = bwd::OuterKTraits<kD>;
   // dQ staging needs sm_90's bulk copies; elsewhere the kernel adds dQ with red.global.add.
   const size_t kSmem = Tr::smem_bytes(kMode, bwd_staged_dq());
-  // Above 48 KiB a kernel must opt in; done once per instantiation.
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(outer_k_kernel<T, kD, kMode>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  // Above 48 KiB a kernel must opt in; done once per instantiation (dense and packed).
+  static const cudaError_t opt_in = [&] {
+    const cudaError_t e =
+        cudaFuncSetAttribute(outer_k_kernel<T, kD, kMode>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(outer_k_packed_kernel<T, kD, kMode>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kSmem));
+  }();
   FLASHLAB_CUDA_CHECK(opt_in);
   const int n_kblocks = (p.Nk + Tr::Bc - 1) / Tr::Bc;
   // split: nsplits CTAs per head walk the K blocks (bwd_dq_splits); otherwise one per K block.
   // Grouped heads: one CTA per K/V head (p.BH / p.group of them), each over its group's Q heads.
+  // Packed: the same grid over the longest sequence's K blocks, p.BH / p.group = B Hkv.
   const dim3 grid(kMode == DqMode::split ? p.dq_splits : n_kblocks, p.BH / p.group);
-  outer_k_kernel<T, kD, kMode><<<grid, Tr::kThreads, kSmem, static_cast<cudaStream_t>(stream)>>>(p);
+  if (grid.x == 0) return;  // a packed batch with no keys: dK, dV are empty
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (p.cu_q != nullptr)
+    outer_k_packed_kernel<T, kD, kMode><<<grid, Tr::kThreads, kSmem, st>>>(p);
+  else
+    outer_k_kernel<T, kD, kMode><<<grid, Tr::kThreads, kSmem, st>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }
 

@@ -13,10 +13,24 @@
 //   The accumulator's rows hold their d columns permuted in groups of 8 (sm80/tiles.cuh:
 //   dq_accum_col), which lets the outer-K kernel store a block's dQ to shared memory without bank
 //   conflicts and copy it out in one piece; only the convert kernel reads it.
+//
+// A packed batch (cu_q set; common/packed.h) keeps every workspace piece head-major, so that a
+// block of one sequence's rows stays contiguous (one bulk copy of dQ, one cp.async row of LSE2):
+//
+//   LSE2, D:  [H][lse_rows]: sequence b's rows start at bwd_packed_lse_start(cu_q[b], b), a
+//             multiple of 4 (16-byte cp.async), and at least kRowPad padding rows (+inf, 0)
+//             follow them, enough for its last block of any Br <= kRowPad
+//   dQ accumulator: [splits][H][total_q][d], sequence b's rows at token cu_q[b] of each head,
+//             their columns permuted by the row's index inside the sequence
+//
+// while Q, dO, dQ and K, V, dK, dV are token-major ([total, H, d], [total, Hkv, d]).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "common/band.h"
 #include "common/fa2_bwd/blocks.h"  // kOuterKBc, outer_k_br: the outer-K pass's blocks
@@ -54,6 +68,13 @@ struct BwdParams {
   int dq_splits;         // deterministic-dq: CTAs per head of the outer-K kernel, one split each
   bool dq_strided;       // which K blocks write split s: s, s + S, ... (hopper-deterministic) or
                          // one per group of S in snake order (deterministic-dq; common/band.h)
+  // A packed batch only (null for a dense one): B + 1 offsets each, on the device; Nq and Nk
+  // above are then the longest lengths and band the problem's (common/packed.h: seq_band).
+  const int32_t* cu_q = nullptr;
+  const int32_t* cu_k = nullptr;
+  int B = 0, H = 0, Hkv = 0;  // sequences, query heads and K/V heads of one token
+  int total_q = 0;            // query tokens of the batch
+  int lse_rows = 0;           // rows of one head in LSE2 and D: total_q + B * kRowPad
 };
 
 // How the outer-K kernel delivers its dQ partials.
@@ -70,7 +91,17 @@ inline int64_t bwd_row_pad(int64_t Nq) {
 inline int64_t bwd_align(int64_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
+// A packed batch's LSE2 and D (the layout above): where sequence b's rows start, given its first
+// token cu = cu_q[b], and the rows of one query head. Sequence b is given kRowPad + 4 rows beyond
+// its own: up to 3 are lost to the rounding up of the next start to a multiple of 4.
+FLASHLAB_BAND_HD int64_t bwd_packed_lse_start(int64_t cu, int b) {
+  return (cu + 3) / 4 * 4 + static_cast<int64_t>(b) * (kRowPad + 4);
+}
+inline int64_t bwd_packed_lse_rows(const Problem& p) {
+  return (p.shape.total_q() + 3) / 4 * 4 + p.shape.B * (kRowPad + 4);
+}
 inline int64_t bwd_rows_bytes(const Problem& p) {
+  if (p.shape.packed()) return bwd_align(p.shape.H * bwd_packed_lse_rows(p) * 4);
   return bwd_align(p.shape.heads() * bwd_row_pad(p.shape.Nq) * 4);
 }
 inline size_t bwd_workspace_bytes(const Problem& p, int64_t splits) {
@@ -109,9 +140,19 @@ inline bool bwd_staged_dq() {
 
 // What the kernels here (preprocess, outer-K, outer-Q, convert) support: head dims 64 and 128, and
 // 32-bit row and element offsets inside one head. Every version that runs them checks a problem
-// against these, under its own name (common/shape_check.h).
+// against these, under its own name (common/shape_check.h), and a packed batch against
+// bwd_packed_check.
 inline constexpr ShapeLimits kFa2BwdLimits{.head_dims = {64, 128},
                                            .max_head_elems = int64_t{1} << 31};
+
+// A packed batch: the offsets are int32, and so are the rows of one head in LSE2 and D.
+inline std::string bwd_packed_check(const Problem& p, std::string_view version) {
+  if (!p.shape.packed()) return {};
+  if (std::max(bwd_packed_lse_rows(p), p.shape.total_k()) >= (int64_t{1} << 31))
+    return std::string(version) + " on CUDA needs fewer than 2^31 tokens, counting " +
+           std::to_string(kRowPad + 4) + " padding rows per sequence, in a packed batch";
+  return {};
+}
 
 // Fills the params from the runner's device tensors (defined in host.cu).
 struct DeviceTensors;

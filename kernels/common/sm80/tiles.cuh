@@ -14,31 +14,33 @@ namespace flashlab::cuda::bwd {
 
 // ---- global -> shared ---------------------------------------------------------------------------
 
-// Loads rows [row0, row0 + kRows) of a [n_rows x kD] tensor into a swizzled kRows x kD tile.
-// Rows at or past n_rows are zero-filled and never read from global memory. Each thread always
+// Loads rows [row0, row0 + kRows) of a [n_rows x kD] tensor into a swizzled kRows x kD tile; the
+// tensor's rows are `stride` elements apart (kD for a dense head, H kD or Hkv kD in a packed
+// batch). Rows at or past n_rows are zero-filled and never read from global memory. Each thread always
 // copies the same 16-byte column chunk, of rows r, r + kRowsPerPass, ...: one address computed
 // here, then constant steps (kRowsPerPass is a multiple of 8, so the swizzle pattern repeats).
 template <int kRows, int kD, int kThreads, class T>
-__device__ __forceinline__ void load_tile_async(T* smem, const T* gmem, int row0, int n_rows) {
+__device__ __forceinline__ void load_tile_async(T* smem, const T* gmem, int row0, int n_rows,
+                                                int64_t stride = kD) {
   constexpr int kChunksPerRow = kD / 8;  // 16-byte chunks
   constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static_assert(kThreads % kChunksPerRow == 0 && kRows % kRowsPerPass == 0 && kRowsPerPass % 8 == 0,
                 "every thread loads the same number of chunks, in one swizzle phase");
   const int r = static_cast<int>(threadIdx.x) / kChunksPerRow;
   const int col = (static_cast<int>(threadIdx.x) % kChunksPerRow) * 8;
-  const T* src = gmem + static_cast<int64_t>(row0 + r) * kD + col;
+  const T* src = gmem + static_cast<int64_t>(row0 + r) * stride + col;
   const uint32_t dst = smem_addr(smem + swizzled_offset<kD>(r, col));
   if (row0 + kRows <= n_rows) {  // the whole tile is in the tensor: no test per row
 #pragma unroll
     for (int it = 0; it < kRows / kRowsPerPass; ++it)
-      cp_async_16(dst + it * kRowsPerPass * kD * 2, src + it * kRowsPerPass * kD, true);
+      cp_async_16(dst + it * kRowsPerPass * kD * 2, src + it * kRowsPerPass * stride, true);
     return;
   }
 #pragma unroll
   for (int it = 0; it < kRows / kRowsPerPass; ++it) {
     const bool valid = row0 + r + it * kRowsPerPass < n_rows;
     // An invalid row still needs a legal address in the instruction: point at the tensor's start.
-    cp_async_16(dst + it * kRowsPerPass * kD * 2, valid ? src + it * kRowsPerPass * kD : gmem,
+    cp_async_16(dst + it * kRowsPerPass * kD * 2, valid ? src + it * kRowsPerPass * stride : gmem,
                 valid);
   }
 }
