@@ -24,7 +24,7 @@ struct RunArgs {
   double scale = 0;
   uint64_t seed = 0;
   int br = 64, bc = 64, threads = 0;
-  int repeats = 3, warmup = 1;
+  int repeats = 3, warmup = 1, bitwise_repeats = 2;
   std::string dump;
   OutputOptions out;
   CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr,
@@ -80,6 +80,7 @@ RunConfig make_config(const RunArgs& a) {
   c.cpu.threads = a.threads;
   c.repeats = a.repeats;
   c.warmup = a.warmup;
+  c.bitwise_repeats = a.bitwise_repeats;
   c.dump_dir = a.dump;
   // "all" on the GPU leaves out what cannot run on it (an sm_90a rung on an sm_80 GPU), and says
   // so; a version asked for by name is an error instead (validate_run).
@@ -138,6 +139,9 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
   sub->add_option("--repeats", a.repeats, "timed runs per version")->capture_default_str();
   sub->add_option("--warmup", a.warmup, "untimed runs first")->capture_default_str();
+  sub->add_option("--bitwise-repeats", a.bitwise_repeats,
+                  "cuda: extra runs whose outputs must equal the first run's bit for bit")
+      ->capture_default_str();
   sub->add_option("--dump", a.dump, "write inputs and outputs as .npy into DIR")->type_name("DIR");
   add_output_options(sub, a.out, kTables);
   add_alias(sub, "--N", N, a.N);  // bench's older spelling: run takes what bench takes

@@ -46,7 +46,8 @@ json config_json(const RunConfig& c) {
             {"scale", p.softmax_scale()},
             {"seed", c.seed},
             {"repeats", c.repeats},
-            {"warmup", c.warmup}};
+            {"warmup", c.warmup},
+            {"bitwise_repeats", c.bitwise_repeats}};
   if (c.backend == Backend::cpu) {
     j["br"] = c.cpu.Br;
     j["bc"] = c.cpu.Bc;

@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include "core/packed.h"
 #include "cuda/runner.h"
 #include "run/host_memory.h"
 #include "util/error.h"
@@ -55,21 +54,6 @@ void check_packed(const Problem& p) {
   if (s.total_q() > kMaxN * 16 || s.total_k() > kMaxN * 16)
     throw UsageError(fmt::format("a packed batch holds at most {} tokens (got {} queries, {} keys)",
                                  kMaxN * 16, s.total_q(), s.total_k()));
-}
-
-void check_some_row_sees_a_key(const Problem& p) {
-  if (!p.windowed()) return;
-  const Shape& s = p.shape;
-  for (int64_t b = 0; b < s.B; ++b) {
-    const Problem one = sequence_problem(p, b);
-    for (int64_t r = 0; r < one.shape.Nq; ++r)
-      if (one.first_key(r) <= one.last_key(r)) return;
-    if (!s.packed()) break;
-  }
-  throw UsageError(fmt::format(
-      "--window {},{} leaves every query row without a key (Nq = {}, Nk = {}{}: rows are aligned "
-      "to the last key, row i's window is keys i + Nk - Nq - LEFT .. i + Nk - Nq + RIGHT)",
-      p.window_left, p.window_right, s.Nq, s.Nk, p.causal ? ", causal" : ""));
 }
 
 std::vector<const VersionInfo*> parse_versions(const std::string& list) {
@@ -170,11 +154,11 @@ void validate_run(const RunConfig& c) {
         fmt::format("--heads-kv {} must divide the {} query heads (-H)", s.kv_heads(), s.H));
   check_range("--window LEFT", p.window_left, -1, kMaxN);
   check_range("--window RIGHT", p.window_right, -1, kMaxN);
-  check_some_row_sees_a_key(p);
   if (!std::isfinite(p.scale) || p.scale < 0 || p.scale > 1e4)
     throw UsageError(fmt::format("--scale must be a positive number up to 1e4 (got {})", p.scale));
   check_range("--repeats", c.repeats, 1, kMaxRepeats);
   check_range("--warmup", c.warmup, 0, kMaxRepeats);
+  check_range("--bitwise-repeats", c.bitwise_repeats, 0, kMaxRepeats);
   if (c.versions.empty()) throw UsageError("no version selected");
   // Each version says which axes of the problem it takes (grouped heads, window), on each backend.
   std::vector<const VersionInfo*> todo = c.versions;
@@ -183,11 +167,15 @@ void validate_run(const RunConfig& c) {
     const unsigned missing = p.axes() & ~v->axes;
     if (missing)
       throw UsageError(fmt::format("version '{}' does not take {}", v->id, axis_name(missing)));
-    if (c.backend == Backend::cuda && v->cuda && (p.axes() & ~v->cuda->axes))
+    if (c.backend == Backend::cuda && v->cuda && (p.axes() & ~v->cuda->axes)) {
+      // A version that will never take the axis says why in its own check (naive: its N x N S).
+      const std::string why = v->cuda->check ? v->cuda->check(p) : "";
+      if (!why.empty()) throw UsageError(fmt::format("version '{}' on cuda: {}", v->id, why));
       throw UsageError(
           fmt::format("version '{}' on cuda does not take {} yet (its CPU twin does: "
                       "--backend cpu)",
                       v->id, axis_name(p.axes() & ~v->cuda->axes)));
+    }
   }
   if (c.backend == Backend::cpu) {
     check_range("--br (CPU tile rows)", c.cpu.Br, 1, kMaxTile);

@@ -43,9 +43,6 @@ Backend resolve_backend(const std::string& name);
 // A packed batch: one length of keys per sequence, lengths in range, at least one sequence with
 // both queries and keys, and a total that a lab can hold.
 void check_packed(const Problem& p);
-// A window under which no query row sees any key (a window far from the diagonal of Nq != Nk,
-// say) computes nothing: refused.
-void check_some_row_sees_a_key(const Problem& p);
 
 // Shape, scale, tiles, threads, repeats; on cuda also each version's own check().
 void validate_run(const RunConfig& c);
