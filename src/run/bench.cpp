@@ -28,12 +28,17 @@ constexpr int64_t kCheckNCap = 1024;
 constexpr int64_t kCheckLenCap = 257;  // the packed check point: ragged, several sequences
 constexpr uint64_t kLengthStream = 11;
 
+// The sweep's query heads at head dim d: H = hidden / d (at least 1).
+int64_t bench_heads(const BenchConfig& b, int64_t d) {
+  return std::max<int64_t>(1, b.hidden / d);
+}
+
 Problem bench_problem(const BenchConfig& b, int64_t N, int64_t d, DType t, bool causal) {
   Problem p;
   p.shape.Nq = p.shape.Nk = N;
   p.shape.d = d;
   p.shape.B = std::max<int64_t>(1, b.tokens / N);
-  p.shape.H = std::max<int64_t>(1, b.hidden / d);
+  p.shape.H = bench_heads(b, d);
   p.shape.Hkv = b.heads_kv;
   if (!b.varlen.empty()) set_packed(p.shape, b.varlen, b.varlen);
   p.dtype = t;
@@ -47,7 +52,7 @@ Problem check_problem(const BenchConfig& b, int64_t d, DType t, bool causal) {
   p.shape.Nq = p.shape.Nk = std::min(*std::min_element(b.Ns.begin(), b.Ns.end()), kCheckNCap);
   p.shape.d = d;
   p.shape.B = 1;
-  const int64_t H = std::max<int64_t>(1, b.hidden / d);
+  const int64_t H = bench_heads(b, d);
   const int64_t group = b.heads_kv > 0 && H % b.heads_kv == 0 ? H / b.heads_kv : 1;
   p.shape.H = 2 * group;
   p.shape.Hkv = group > 1 ? 2 : 0;
@@ -212,7 +217,7 @@ void validate_bench(const BenchConfig& b) {
   if (b.heads_kv < 0)
     throw UsageError(fmt::format("--heads-kv must be at least 1 (got {})", b.heads_kv));
   for (int64_t d : b.ds) {
-    const int64_t H = std::max<int64_t>(1, b.hidden / d);
+    const int64_t H = bench_heads(b, d);
     if (b.heads_kv > 0 && H % b.heads_kv != 0)
       throw UsageError(fmt::format("--heads-kv {} does not divide H = hidden / d = {} at d = {}",
                                    b.heads_kv, H, d));
