@@ -42,6 +42,12 @@
 // draws the roles, README.md the pipeline). The preprocess (D, LSE2) and the convert pass are the
 // FA2 backward's (common/fa2_bwd).
 //
+// Packed batches (common/packed.h): the forward's copies are clipped at each sequence's end by
+// tensor maps per sequence, made on the device from a host-encoded template by tensormap.replace
+// into the workspace (fwd_seq_maps.cuh: the fences, the tile order); its tiles are numbered per
+// sequence, most keys first. The backward of a packed batch runs the FA2 outer-K pass for now
+// (packed_backward below). At most kMaxPackedSeqs sequences.
+//
 // Limits: sm_90a only (an H100/H200: wgmma and setmaxnreg exist nowhere else; the build needs
 // -gencode=arch=compute_90a,code=sm_90a); fp16 and bf16 storage, fp32 accumulation; head dims
 // 64 and 128; B*H <= 65535; positive scale; Nq, Nk <= 2^30 and Nq*d, Nk*d < 2^31 (kRungLimits
@@ -64,6 +70,7 @@
 #include "core/device.h"
 #include "core/device_api.h"
 #include "fwd_params.h"
+#include "fwd_seq_maps.cuh"
 #include "schedule.h"
 #include "util/error.h"
 
@@ -104,7 +111,11 @@ std::string hopper_check(const Problem& p, const ShapeLimits& limits) {
   return d.present ? hopper_unavailable(d.cc_major, d.cc_minor) : std::string();
 }
 std::string rung_check(const Problem& p) {
-  return hopper_check(p, kRungLimits);
+  std::string why = hopper_check(p, kRungLimits);
+  if (why.empty() && p.shape.packed() && p.shape.B > hopper_fwd::kMaxPackedSeqs)
+    why = "hopper on CUDA takes packed batches of at most " +
+          std::to_string(hopper_fwd::kMaxPackedSeqs) + " sequences (its tensor maps per sequence)";
+  return why.empty() ? bwd_packed_check(p, "hopper") : why;
 }
 
 // The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
@@ -113,8 +124,15 @@ std::string rung_check(const Problem& p) {
 size_t tile_counter_offset(const Problem& p) {
   return bwd_workspace_bytes(p, 1);
 }
+// A packed batch's per-sequence maps, the sequence order and the tile starts (fwd_seq_maps.cuh)
+// after the counter, the maps 128-byte aligned.
+size_t seq_maps_offset(const Problem& p) {
+  return (tile_counter_offset(p) + sizeof(int) + 127) / 128 * 128;
+}
 size_t hopper_workspace(const Problem& p) {
-  return tile_counter_offset(p) + sizeof(int);
+  if (!p.shape.packed()) return tile_counter_offset(p) + sizeof(int);
+  const size_t B = static_cast<size_t>(p.shape.B);
+  return seq_maps_offset(p) + 4 * B * sizeof(CUtensorMap) + (2 * B + 1) * sizeof(int);
 }
 
 // hopper-deterministic: S fp32 dQ splits instead of one accumulator (schedule.h), and one turn
@@ -127,7 +145,12 @@ int64_t turn_bytes(const Problem& p) {
   const int br = outer_k_br(static_cast<int>(p.shape.d));  // the kernel's Br (fa2_bwd/blocks.h)
   return p.shape.heads() * ((p.shape.Nq + br - 1) / br) * dq_splits(p) * 4;
 }
+// A packed batch (for now) runs deterministic-dq's passes: their splits.
+int64_t packed_dq_splits(const Problem& p) {
+  return bwd_dq_splits(p, device_info().sms, kOuterKBc);
+}
 size_t deterministic_workspace(const Problem& p) {
+  if (p.shape.packed()) return bwd_workspace_bytes(p, packed_dq_splits(p));
   return bwd_workspace_bytes(p, dq_splits(p)) + static_cast<size_t>(turn_bytes(p));
 }
 
@@ -167,9 +190,68 @@ FwdParams forward_params(const DeviceTensors& t) {
   return fp;
 }
 
+// A packed batch: the template maps over the whole tensors, the per-sequence maps and the tile
+// order made by the map kernel into the workspace (fwd_seq_maps.cuh), the tiles counted per
+// sequence.
+template <int D, bool kCausal>
+FwdParams packed_forward_params(const DeviceTensors& t) {
+  const Problem& p = t.problem;
+  const Shape& s = p.shape;
+  using Tr = hopper_fwd::FwdTraits<D, kCausal>;
+  FwdParams fp = forward_params<D, kCausal>(t);
+  const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
+  const int64_t rows_q = std::max<int64_t>(1, s.Nq), rows_k = std::max<int64_t>(1, s.Nk);
+  hopper_fwd::SeqMapsParams mp{};
+  mp.tmpl[0] = sm90::tensor_map_packed(t.Q, e, D, rows_q, s.H, Tr::Br);
+  mp.tmpl[1] = sm90::tensor_map_packed(t.K, e, D, rows_k, s.kv_heads(), Tr::Bc);
+  mp.tmpl[2] = sm90::tensor_map_packed(t.V, e, D, rows_k, s.kv_heads(), Tr::Bc);
+  mp.tmpl[3] = sm90::tensor_map_packed(t.O, e, D, rows_q, s.H, 64);
+  const void* bases[4] = {t.Q, t.K, t.V, t.O};
+  for (int m = 0; m < 4; ++m) {
+    mp.base[m] = static_cast<const unsigned char*>(bases[m]);
+    mp.row_bytes[m] = (m == 1 || m == 2 ? s.kv_heads() : s.H) * D * 2;
+  }
+  mp.cu_q = t.cu_q;
+  mp.cu_k = t.cu_k;
+  mp.B = static_cast<int>(s.B);
+  mp.heads = static_cast<int>(s.H);
+  mp.Br = Tr::Br;
+  unsigned char* at = static_cast<unsigned char*>(t.workspace) + seq_maps_offset(p);
+  mp.maps = reinterpret_cast<CUtensorMap*>(at);
+  mp.order = reinterpret_cast<int*>(at + 4 * s.B * sizeof(CUtensorMap));
+  mp.tile_start = mp.order + s.B;
+  hopper_fwd::seq_maps_kernel<<<1, 256, 0, static_cast<cudaStream_t>(t.stream)>>>(mp);
+  FLASHLAB_CHECK_LAUNCH();
+  fp.cu_q = t.cu_q;
+  fp.cu_k = t.cu_k;
+  fp.seq_maps = mp.maps;
+  fp.seq_order = mp.order;
+  fp.tile_start = mp.tile_start;
+  fp.B = mp.B;
+  fp.total_q = static_cast<int>(s.total_q());
+  fp.heads = mp.heads;
+  int64_t tiles = 0;
+  for (int64_t b = 0; b < s.B; ++b) tiles += s.H * ((s.len_q(b) + Tr::Br - 1) / Tr::Br);
+  fp.tiles = static_cast<int>(tiles);
+  return fp;
+}
+
 template <unsigned kIdeas, class T, int D>
 void forward_for(const DeviceTensors& t) {
   auto st = static_cast<cudaStream_t>(t.stream);
+  if constexpr (kIdeas == hopper_fwd::kAllIdeas) {
+    if (t.problem.shape.packed()) {
+      constexpr unsigned kPackedIdeas = kIdeas | hopper_fwd::kPackedBatch;
+      if (mask_kind_of(t.problem) == MaskKind::both)
+        return hopper_fwd::launch_fwd<T, D, true, kPackedIdeas | hopper_fwd::kLeftSide>(
+            packed_forward_params<D, true>(t), st);
+      if (t.problem.causal || t.problem.windowed())
+        return hopper_fwd::launch_fwd<T, D, true, kPackedIdeas>(packed_forward_params<D, true>(t),
+                                                                st);
+      return hopper_fwd::launch_fwd<T, D, false, kPackedIdeas>(packed_forward_params<D, false>(t),
+                                                               st);
+    }
+  }
   // The banded kernel for the causal mask and windows; a window's left side is tested only by the
   // kernel built for it (fwd_params.h: kLeftSide).
   if constexpr (kIdeas == hopper_fwd::kAllIdeas) {
@@ -190,8 +272,30 @@ void hopper_forward(const DeviceTensors& t) {
 
 // ---- backward ----
 
+// A packed batch's backward, for now, is the FA2 rungs' outer-K pass (common/fa2_bwd, packed
+// already): atomic-dq's for hopper, deterministic-dq's splits for hopper-deterministic (bitwise
+// reproducible). The Hopper backward kernel does not take packed batches yet.
+template <class T, int D, bool kDeterministic>
+void packed_backward(const DeviceTensors& t) {
+  BwdParams b = bwd_make_params(t);
+  if constexpr (kDeterministic) {
+    const int64_t splits = packed_dq_splits(t.problem);
+    b.dq_splits = static_cast<int>(splits);
+    launch_bwd_preprocess<T, D>(b, t.stream);
+    launch_bwd_outer_k<T, D, DqMode::split>(b, t.stream);
+    launch_bwd_convert_dq<T, D>(b, DqMode::split, splits, t.stream);
+  } else {
+    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(b.dQ_accum, 0, t.problem.shape.q_elems() * 4,
+                                        static_cast<cudaStream_t>(t.stream)));
+    launch_bwd_preprocess<T, D>(b, t.stream);
+    launch_bwd_outer_k<T, D, DqMode::atomic>(b, t.stream);
+    launch_bwd_convert_dq<T, D>(b, DqMode::atomic, 1, t.stream);
+  }
+}
+
 template <class T, int D, bool kDeterministic>
 void backward_for(const DeviceTensors& t) {
+  if (t.problem.shape.packed()) return packed_backward<T, D, kDeterministic>(t);
   const Problem& p = t.problem;
   const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
   const int64_t heads = p.shape.heads(), kv_heads = p.shape.kv_head_count();
@@ -287,10 +391,10 @@ FLASHLAB_CUDA_VERSION({.check = rung_check,
                        .backward = backward<false>,
                        .unavailable = hopper_unavailable,
                        .ablation = hopper_ablation,
-                       .axes = kGroupedHeads | kWindow});
+                       .axes = kGroupedHeads | kWindow | kPacked});
 
 FLASHLAB_CUDA_VARIANT(deterministic, {.check = rung_check,
                                       .workspace_bytes = deterministic_workspace,
                                       .backward = backward<true>,
                                       .unavailable = hopper_unavailable,
-                                      .axes = kGroupedHeads | kWindow});
+                                      .axes = kGroupedHeads | kWindow | kPacked});

@@ -39,7 +39,9 @@ struct Consumer {
   static constexpr int NP = Bc / 4;         // P as packed pairs: the A operand of P V
   // Turns on the tensor cores where the block shape gains by them (the traits' kPingpong).
   static constexpr bool kPingpong = kIdeas.pingpong && Tr::kPingpong;
-  static constexpr bool kLeft = (kIdeaBits & kLeftSide) != 0;  // the band's left side (fwd_params.h)
+  static constexpr bool kLeft =
+      (kIdeaBits & kLeftSide) != 0;  // the band's left side (fwd_params.h)
+  static constexpr bool kPacked = (kIdeaBits & kPackedBatch) != 0;  // fwd_params.h
   static_assert(Br == 64 * W && W >= 2 && W <= 4, "two to four consumer warpgroups of 64 rows");
 
   const FwdParams& p;
@@ -52,6 +54,8 @@ struct Consumer {
   // The tile in hand.
   BlockSchedule sc;
   int head;
+  int seq;      // packed: the tile's sequence
+  SeqView sv;   // packed: its lengths (a dense kernel reads the problem's from the parameters)
   int g0;       // the block's iteration count before this tile: the K/V ring position of its first
   int q_count;  // tiles with keys before this one: this tile's Q is in buffer q_count % kQBuffers
 
@@ -69,11 +73,13 @@ struct Consumer {
     for (int n = 0;; ++n) {
       const int tile = block_tile<kDynamicOrder<Tr, kIdeaBits>>(p, sm, n, false);
       if (tile >= p.tiles) break;
-      const Tile tl = tile_of<kIdeas.heavy_first>(p, tile);
+      const Tile tl = tile_of<kIdeas.heavy_first, kPacked, Br>(p, tile);
       head = tl.head;
-      sc = block_schedule<Br, Bc, kCausal>(p, tl.q_block);
-      if (sc.n_kv == 0) {  // causal, Nq > Nk: no row of the tile sees a key
-        store_empty_rows<T, D>(p, sc, head, wg, t);
+      seq = tl.seq;
+      sv = seq_view<kPacked>(p, seq);
+      sc = block_schedule<Br, Bc, kCausal>(p, sv, tl.q_block);
+      if (sc.n_kv == 0) {  // causal, Nq > Nk (or a sequence without keys): no row sees a key
+        store_empty_rows<T, D, kPacked>(p, sc, sv, head, wg, t);
         continue;
       }
 #pragma unroll
@@ -81,10 +87,10 @@ struct Consumer {
       m[0] = m[1] = -INFINITY;
       l[0] = l[1] = 0.f;
       if (refill) {  // no producer: this thread starts the tile's loads itself
-        refill->load_q(head, sc.q0, q_count);
+        refill->load_q(&p.q_map, head, sc.q0, q_count);
         for (int it = 0; it < kStages && it < sc.n_kv; ++it) {
-          refill->load_k(head / p.group, sc, it, g0 + it);
-          refill->load_v(head / p.group, sc, it, g0 + it);
+          refill->load_k(&p.k_map, head / p.group, sc, it, g0 + it);
+          refill->load_v(&p.v_map, head / p.group, sc, it, g0 + it);
         }
       }
       sm90::mbar_wait(sm.q_full() + q_count % kQBuffers, (q_count / kQBuffers) & 1);
@@ -96,7 +102,9 @@ struct Consumer {
         mainloop_overlapped();
       else
         mainloop_plain();
-      if (!idle) store_o_lse<T, D, kCausal, kIdeaBits>(p, sm, sc, head, wg, t, o, m, l);
+      if (!idle)
+        store_o_lse<T, D, kCausal, kIdeaBits>(
+            p, sm, sc, kPacked ? p.seq_maps + 4 * seq + 3 : &p.o_map, sv, head, wg, t, o, m, l);
       g0 += sc.n_kv;
       ++q_count;
     }
@@ -160,12 +168,12 @@ struct Consumer {
     if (it == sc.n_kv - 1)  // the tile's last S has read Q
       sm90::mbar_arrive(sm.q_empty() + q_count % kQBuffers);
     if (refill && it + kStages < sc.n_kv)
-      refill->load_k(head / p.group, sc, it + kStages, g0 + it + kStages);
+      refill->load_k(&p.k_map, head / p.group, sc, it + kStages, g0 + it + kStages);
   }
   __device__ void release_v(int it) {
     sm90::mbar_arrive(sm.v_empty() + (g0 + it) % kStages);
     if (refill && it + kStages < sc.n_kv)
-      refill->load_v(head / p.group, sc, it + kStages, g0 + it + kStages);
+      refill->load_v(&p.v_map, head / p.group, sc, it + kStages, g0 + it + kStages);
   }
 
   // ---- softmax ----
@@ -180,8 +188,9 @@ struct Consumer {
     int first[2], last[2];  // the visible keys of each of the thread's two rows, minus key0
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int diag = row0 + 8 * h + p.causal_offset;
-      last[h] = (kCausal ? min(p.Nk - 1, diag + p.band_right) : p.Nk - 1) - key0;
+      const int diag = row0 + 8 * h + (kPacked ? sv.offset : p.causal_offset);
+      const int Nk = kPacked ? sv.nk : p.Nk;
+      last[h] = (kCausal ? min(Nk - 1, diag + p.band_right) : Nk - 1) - key0;
       first[h] = kLeft ? diag - p.band_left - key0 : 0;
     }
 #pragma unroll

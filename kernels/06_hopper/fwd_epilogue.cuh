@@ -21,11 +21,28 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
 
+// Where row `row` of head `head` of the tile's sequence lives: its O row (elements) and its LSE.
+// Dense: [B H, Nq, d] and [B H, Nq]; packed: [total_q, H, d] and [H, total_q] (common/packed.h).
+template <bool kPacked, int D>
+__device__ int64_t o_row_at(const FwdParams& p, const SeqView& v, int head, int row) {
+  if constexpr (kPacked) return (static_cast<int64_t>(v.q_tok + row) * p.heads + head) * D;
+  return (static_cast<int64_t>(head) * p.Nq + row) * D;
+}
+template <bool kPacked>
+__device__ int64_t lse_at(const FwdParams& p, const SeqView& v, int head, int row) {
+  if constexpr (kPacked) return static_cast<int64_t>(head) * p.total_q + v.q_tok + row;
+  return static_cast<int64_t>(head) * p.Nq + row;
+}
+
+// o_map: O's tensor map (the problem's, or the packed batch's sequence's); v: the sequence.
 template <class T, int D, bool kCausal, unsigned kIdeaBits>
 __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
-                            const BlockSchedule& sc, int head, int wg, int t, float (&o)[D / 2],
-                            const float (&m)[2], const float (&l)[2]) {
+                            const BlockSchedule& sc, const CUtensorMap* o_map, const SeqView& v,
+                            int head, int wg, int t, float (&o)[D / 2], const float (&m)[2],
+                            const float (&l)[2]) {
   constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
+  constexpr bool kPacked = (kIdeaBits & kPackedBatch) != 0;
+  const int Nq = kPacked ? v.nq : p.Nq;
   constexpr int Br = FwdTraits<D, kCausal>::Br;
   constexpr float kLn2 = 0.6931471805599453f;
   const int lane = t % 32, qd = lane % 4;
@@ -55,19 +72,20 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
     sm90::fence_proxy_async();
     sm90::named_sync(kEpilogueBarrierId + wg, 128);
     if (t == 0) {
+      if constexpr (kPacked) sm90::tensormap_acquire(o_map);
       for (int b = 0; b < D / 64; ++b)
-        sm90::tma_store_3d(&p.o_map, 64 * b, sc.q0 + 64 * wg, head,
+        sm90::tma_store_3d(o_map, 64 * b, sc.q0 + 64 * wg, head,
                            sm.o() + b * Br * 64 + wg * 64 * 64);
       sm90::bulk_commit();
     }
   } else {
-    T* O = static_cast<T*>(p.o) + static_cast<int64_t>(head) * p.Nq * D;
+    T* O = static_cast<T*>(p.o);
 #pragma unroll
     for (int i = 0; i < D / 2; i += 2) {
       const int h = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * qd;
       const int row = sc.q0 + 64 * wg + row_in_wg + 8 * h;
-      if (row >= 0 && row < p.Nq)
-        *reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(row) * D + col) =
+      if (row >= 0 && row < Nq)
+        *reinterpret_cast<uint32_t*>(O + o_row_at<kPacked, D>(p, v, head, row) + col) =
             ElemTraits<T>::pack(o[i] * inv[h], o[i + 1] * inv[h]);
     }
   }
@@ -75,25 +93,27 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = sc.q0 + 64 * wg + row_in_wg + 8 * h;
-      if (row >= 0 && row < p.Nq) p.lse[static_cast<int64_t>(head) * p.Nq + row] = lse[h];
+      if (row >= 0 && row < Nq) p.lse[lse_at<kPacked>(p, v, head, row)] = lse[h];
     }
   }
 }
 
 // A tile no row of which sees a key (causal, Nq > Nk): O = 0 and LSE = -inf for the warpgroup's
 // 64 rows, from registers.
-template <class T, int D>
-__device__ void store_empty_rows(const FwdParams& p, const BlockSchedule& sc, int head, int wg,
-                                 int t) {
-  T* O = static_cast<T*>(p.o) + static_cast<int64_t>(head) * p.Nq * D;
+// (Packed: also every tile of a sequence without keys.)
+template <class T, int D, bool kPacked>
+__device__ void store_empty_rows(const FwdParams& p, const BlockSchedule& sc, const SeqView& v,
+                                 int head, int wg, int t) {
+  const int Nq = kPacked ? v.nq : p.Nq;
+  T* O = static_cast<T*>(p.o);
   const int row0 = sc.q0 + 64 * wg;
   for (int i = t; i < 64 * D / 2; i += 128) {
     const int r = row0 + i / (D / 2);
-    if (r >= 0 && r < p.Nq)
-      reinterpret_cast<uint32_t*>(O + static_cast<int64_t>(r) * D)[i % (D / 2)] = 0;
+    if (r >= 0 && r < Nq)
+      reinterpret_cast<uint32_t*>(O + o_row_at<kPacked, D>(p, v, head, r))[i % (D / 2)] = 0;
   }
-  if (t < 64 && row0 + t >= 0 && row0 + t < p.Nq)
-    p.lse[static_cast<int64_t>(head) * p.Nq + row0 + t] = -INFINITY;
+  if (t < 64 && row0 + t >= 0 && row0 + t < Nq)
+    p.lse[lse_at<kPacked>(p, v, head, row0 + t)] = -INFINITY;
 }
 
 }  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd

@@ -39,6 +39,9 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
   extern __shared__ unsigned char smem_raw[];
   const Smem<T, D, kCausal> sm(smem_raw);
   using L = Loader<T, D, kCausal, kIdeaBits>;
+  constexpr bool kPacked = (kIdeaBits & kPackedBatch) != 0;
+  static_assert(!kPacked || (kIdeaBits & kAllIdeas) == kAllIdeas,
+                "a packed batch runs with every idea on (bulk copies only)");
 
   if (threadIdx.x == 0) {
     for (int b = 0; b < kQBuffers; ++b) {
@@ -76,14 +79,23 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
       for (int n = 0;; ++n) {
         const int tile = block_tile<kDynamic>(p, sm, n, t == 0);
         if (tile >= p.tiles) break;
-        const Tile tl = tile_of<kIdeas.heavy_first>(p, tile);
-        const BlockSchedule sc = block_schedule<Tr::Br, Tr::Bc, kCausal>(p, tl.q_block);
+        const Tile tl = tile_of<kIdeas.heavy_first, kPacked, Tr::Br>(p, tile);
+        const BlockSchedule sc =
+            block_schedule<Tr::Br, Tr::Bc, kCausal>(p, seq_view<kPacked>(p, tl.seq), tl.q_block);
         if (sc.n_kv == 0) continue;
-        loader.load_q(tl.head, sc.q0, q_count++);
+        // The tile's maps: the problem's, or its sequence's (made by the map kernel: acquired
+        // before their first copy).
+        const CUtensorMap* maps = kPacked ? p.seq_maps + 4 * tl.seq : nullptr;
+        if constexpr (kPacked) {
+          sm90::tensormap_acquire(maps + 0);
+          sm90::tensormap_acquire(maps + 1);
+          sm90::tensormap_acquire(maps + 2);
+        }
+        loader.load_q(kPacked ? maps + 0 : &p.q_map, tl.head, sc.q0, q_count++);
         const int kv_head = tl.head / p.group;  // grouped heads: the K/V head it reads
         for (int it = 0; it < sc.n_kv; ++it, ++g) {
-          loader.load_k(kv_head, sc, it, g);
-          loader.load_v(kv_head, sc, it, g);
+          loader.load_k(kPacked ? maps + 1 : &p.k_map, kv_head, sc, it, g);
+          loader.load_v(kPacked ? maps + 2 : &p.v_map, kv_head, sc, it, g);
         }
       }
       return;

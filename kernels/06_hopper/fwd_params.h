@@ -5,6 +5,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd {
 
 // One problem: Q, O [B*H, Nq, d], K, V [B*Hkv, Nk, d] (query head h reads K/V head h / group).
@@ -19,13 +21,25 @@ struct FwdParams {
   void* o;
   float* lse;
   int Nq, Nk;
-  int group;          // query heads per K/V head
+  int group;                  // query heads per K/V head
   int band_left, band_right;  // the keys row i sees: [i + offset - left, i + offset + right]
-  int causal_offset;  // Nk - Nq: query i sees keys j <= i + causal_offset
-  float scale_log2;   // softmax scale * log2(e)
-  int q_blocks;       // ceil(Nq / Br): tiles per head
-  int tiles;          // q_blocks * B * H: the (head, Q block) tiles of the problem
+  int causal_offset;          // Nk - Nq: query i sees keys j <= i + causal_offset
+  float scale_log2;           // softmax scale * log2(e)
+  int q_blocks;               // ceil(Nq / Br): tiles per head
+  int tiles;                  // q_blocks * B * H: the (head, Q block) tiles of the problem
   int* tile_counter;  // the dynamic tile order's counter (in the workspace), zeroed before launch
+  // A packed batch only (the kernels of kPackedBatch; common/packed.h): the offsets, and what
+  // the map kernel (fwd_seq_maps.cuh) wrote into the workspace before the launch: sequence b's
+  // tensor maps (q, k, v, o) at seq_maps[4 b ..], clipped at its last row; the sequences in the
+  // order their tiles are numbered (most keys first) and where each one's tiles start.
+  const int32_t* cu_q = nullptr;
+  const int32_t* cu_k = nullptr;
+  const CUtensorMap* seq_maps = nullptr;
+  const int* seq_order = nullptr;   // [B]
+  const int* tile_start = nullptr;  // [B + 1], in seq_order's order
+  int B = 0;
+  int total_q = 0;  // LSE is [H, total_q]
+  int heads = 0;    // H (query heads): the row stride of Q and O is H d
 };
 
 // Block shape per head dim and mask. Br query rows per block, 64 per consumer warpgroup; Bc keys
@@ -112,6 +126,10 @@ inline constexpr unsigned kAllIdeas = bits_of(FwdIdeas{});
 // the kernels of kCausal = true (every banded problem) take it; the causal mask alone runs without
 // it, whose extra compares cost the d = 64 kernel 12 bytes of spill.
 inline constexpr unsigned kLeftSide = 1u << 8;
+
+// A bit of the same set too: the kernel takes a packed batch (FwdParams' packed fields). Only
+// with every idea on (kAllIdeas): its loads and stores are all bulk tensor copies.
+inline constexpr unsigned kPackedBatch = 1u << 9;
 
 // The ablation's variants: the rung with one idea switched off (instantiated for bf16, d = 128).
 inline constexpr unsigned kWithoutTma = bits_of({.tma = false});

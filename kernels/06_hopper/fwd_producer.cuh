@@ -21,7 +21,7 @@ struct Loader {
   static constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
   using Tr = FwdTraits<D, kCausal>;
   static constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
-  static constexpr int kBlocks = D / 64;  // 64-column blocks per tile row
+  static constexpr int kBlocks = D / 64;                       // 64-column blocks per tile row
   static constexpr bool kLeft = (kIdeaBits & kLeftSide) != 0;  // the band's left side
 
   const FwdParams& p;
@@ -34,14 +34,16 @@ struct Loader {
   // The Q tile of the block's `count`-th tile with keys, into buffer count % kQBuffers once the
   // consumers are done with the tile that buffer held before (its S products have all completed;
   // the parity flips each lap of the buffers).
-  __device__ void load_q(int head, int q0, int count) const {
+  // `map`: Q's tensor map (the problem's, or a packed batch's sequence's); the K and V loads
+  // take theirs the same way.
+  __device__ void load_q(const CUtensorMap* map, int head, int q0, int count) const {
     const int buf = count % kQBuffers;
     T* tile = sm.q() + buf * Br * D;
     sm90::mbar_wait(sm.q_empty() + buf, ((count / kQBuffers) & 1) ^ 1);
     if constexpr (kIdeas.tma) {
       sm90::mbar_arrive_expect_tx(sm.q_full() + buf, Br * D * 2);
       for (int b = 0; b < kBlocks; ++b)
-        sm90::tma_load_3d(tile + b * Br * 64, &p.q_map, 64 * b, q0, head, sm.q_full() + buf);
+        sm90::tma_load_3d(tile + b * Br * 64, map, 64 * b, q0, head, sm.q_full() + buf);
     } else {
       copy_tile<Br>(tile, static_cast<const T*>(p.q), head, q0, p.Nq);
       sm90::cp_async_arrive(sm.q_full() + buf);
@@ -53,13 +55,13 @@ struct Loader {
   // kStages iterations ago (the parity flips each lap of the ring). kv_head: the K/V head the
   // tile's query head reads (head / group), worked out once per tile by the caller (a division
   // here, at every load, cost the producer's 24 registers a spill).
-  __device__ void load_k(int kv_head, const BlockSchedule& sc, int it, int g) const {
-    load_kv(sm.k(), sm.k_full(), sm.k_empty(), &p.k_map, p.k, kv_head, sc.kv_block<kLeft>(it) * Bc,
-            g);
+  __device__ void load_k(const CUtensorMap* map, int kv_head, const BlockSchedule& sc, int it,
+                         int g) const {
+    load_kv(sm.k(), sm.k_full(), sm.k_empty(), map, p.k, kv_head, sc.kv_block<kLeft>(it) * Bc, g);
   }
-  __device__ void load_v(int kv_head, const BlockSchedule& sc, int it, int g) const {
-    load_kv(sm.v(), sm.v_full(), sm.v_empty(), &p.v_map, p.v, kv_head, sc.kv_block<kLeft>(it) * Bc,
-            g);
+  __device__ void load_v(const CUtensorMap* map, int kv_head, const BlockSchedule& sc, int it,
+                         int g) const {
+    load_kv(sm.v(), sm.v_full(), sm.v_empty(), map, p.v, kv_head, sc.kv_block<kLeft>(it) * Bc, g);
   }
 
  private:

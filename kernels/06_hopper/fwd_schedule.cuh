@@ -27,6 +27,7 @@
 
 #include <cstdint>
 
+#include "common/packed.h"
 #include "common/sm90/sync.cuh"
 #include "fwd_params.h"
 #include "schedule.h"
@@ -44,17 +45,55 @@ using ::flashlab::FLASHLAB_FOLDER::BlockSchedule;
 struct Tile {
   int head;
   int q_block;
+  int seq;  // a packed batch's sequence (0 for a dense problem)
 };
 
-template <bool kHeavyFirst>
+// The lengths of the tile's sequence: the problem's (dense), or sequence `seq`'s (packed). The
+// dense kernels read them from the parameters wherever they are used (no registers held); a packed
+// kernel keeps them per tile.
+struct SeqView {
+  int nq, nk;  // query rows and keys
+  int offset;  // nk - nq: the causal diagonal's offset (the problem's for a dense one)
+  int q_tok;   // the sequence's first query token (packed); 0 for a dense problem
+};
+
+template <bool kPacked>
+__device__ SeqView seq_view(const FwdParams& p, int seq) {
+  if constexpr (!kPacked) {
+    return {p.Nq, p.Nk, p.causal_offset, 0};
+  } else {
+    const SeqRows r = seq_rows(p.cu_q, p.cu_k, seq);
+    return {r.nq, r.nk, r.nk - r.nq, r.q0};
+  }
+}
+
+// Tiles of a dense problem: head-major, q_blocks per head. Of a packed batch: sequence by
+// sequence in seq_order (most keys first), each one's H ceil(nq / Br) tiles head-major as a dense
+// problem's; tile_start (B + 1 entries) says where each sequence's run starts, so a tile finds
+// its sequence by bisection. A sequence without queries has no tiles: every tile is a real one.
+template <bool kHeavyFirst, bool kPacked = false, int Br = 0>
 __device__ Tile tile_of(const FwdParams& p, int tile) {
-  const int head = tile / p.q_blocks, rank = tile % p.q_blocks;
-  return {head, kHeavyFirst ? p.q_blocks - 1 - rank : rank};
+  if constexpr (!kPacked) {
+    const int head = tile / p.q_blocks, rank = tile % p.q_blocks;
+    return {head, kHeavyFirst ? p.q_blocks - 1 - rank : rank, 0};
+  } else {
+    const int i = seq_of(p.B, tile, [&](int k) { return p.tile_start[k]; });
+    const int seq = p.seq_order[i];
+    const int nq = p.cu_q[seq + 1] - p.cu_q[seq];
+    const int q_blocks = (nq + Br - 1) / Br, local = tile - p.tile_start[i];
+    const int head = local / q_blocks, rank = local % q_blocks;
+    return {head, kHeavyFirst ? q_blocks - 1 - rank : rank, seq};
+  }
 }
 
 template <int Br, int Bc, bool kCausal>
 __device__ BlockSchedule block_schedule(const FwdParams& p, int q_block) {
   return ::flashlab::FLASHLAB_FOLDER::block_schedule(Br, Bc, kCausal, p.Nq, p.Nk, p.causal_offset,
+                                                     p.band_left, p.band_right, q_block);
+}
+template <int Br, int Bc, bool kCausal>
+__device__ BlockSchedule block_schedule(const FwdParams& p, const SeqView& v, int q_block) {
+  return ::flashlab::FLASHLAB_FOLDER::block_schedule(Br, Bc, kCausal, v.nq, v.nk, v.offset,
                                                      p.band_left, p.band_right, q_block);
 }
 

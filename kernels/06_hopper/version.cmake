@@ -11,6 +11,14 @@ flashlab_instances(fwd INCLUDE fwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB
   LINES "template void launch_fwd<@T@, @D@, false, kAllIdeas>(const FwdParams&, cudaStream_t)"
         "template void launch_fwd<@T@, @D@, true, kAllIdeas>(const FwdParams&, cudaStream_t)"
         "template void launch_fwd<@T@, @D@, true, kAllIdeas | kLeftSide>(const FwdParams&, cudaStream_t)")
+# A packed batch's forwards (fwd_params.h: kPackedBatch), apart from the dense ones so that those
+# keep their objects and machine code.
+flashlab_instances(fwd_packed INCLUDE fwd_kernel.cuh
+  NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd
+  VARY T=__half,__nv_bfloat16 D=64,128
+  LINES "template void launch_fwd<@T@, @D@, false, kAllIdeas | kPackedBatch>(const FwdParams&, cudaStream_t)"
+        "template void launch_fwd<@T@, @D@, true, kAllIdeas | kPackedBatch>(const FwdParams&, cudaStream_t)"
+        "template void launch_fwd<@T@, @D@, true, kAllIdeas | kLeftSide | kPackedBatch>(const FwdParams&, cudaStream_t)")
 flashlab_instances(bwd INCLUDE bwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd
   VARY T=__half,__nv_bfloat16 D=64,128
   LINES "template void launch_bwd<@T@, @D@, false>(const BwdParams&, cudaStream_t)")

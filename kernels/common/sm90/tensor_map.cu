@@ -28,14 +28,17 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
 
 }  // namespace
 
-CUtensorMap tensor_map_3d(const void* base, Elem16 type, int64_t cols, int64_t rows, int64_t heads,
-                          int box_rows) {
+namespace {
+
+// (cols, rows, heads) with the given byte strides of rows and heads.
+CUtensorMap encode_3d(const void* base, Elem16 type, int64_t cols, int64_t rows, int64_t heads,
+                      int64_t row_bytes, int64_t head_bytes, int box_rows) {
   CUtensorMap map{};
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows),
                               static_cast<cuuint64_t>(heads)};
   // Strides of dimensions 1 and 2 in bytes (dimension 0 is contiguous).
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols * 2),
-                                 static_cast<cuuint64_t>(rows * cols * 2)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(row_bytes),
+                                 static_cast<cuuint64_t>(head_bytes)};
   const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r = encoder()(
@@ -50,6 +53,18 @@ CUtensorMap tensor_map_3d(const void* base, Elem16 type, int64_t cols, int64_t r
                              ", " + std::to_string(cols) + "] tensor, box " +
                              std::to_string(box_rows) + " x 64");
   return map;
+}
+
+}  // namespace
+
+CUtensorMap tensor_map_3d(const void* base, Elem16 type, int64_t cols, int64_t rows, int64_t heads,
+                          int box_rows) {
+  return encode_3d(base, type, cols, rows, heads, cols * 2, rows * cols * 2, box_rows);
+}
+
+CUtensorMap tensor_map_packed(const void* base, Elem16 type, int64_t cols, int64_t rows,
+                              int64_t heads, int box_rows) {
+  return encode_3d(base, type, cols, rows, heads, heads * cols * 2, cols * 2, box_rows);
 }
 
 }  // namespace flashlab::cuda::sm90

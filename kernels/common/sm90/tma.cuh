@@ -29,6 +29,34 @@ __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(map_addr(map)) : "memory");
 }
 
+// ---- tensor maps made on the device (a packed batch's maps per sequence) ---------------------
+//
+// A map in global memory can be written by ordinary (generic) stores: a copy of a map made on the
+// host, then single fields replaced in place. The copy engine reads maps through its own proxy,
+// so the writer ends with a release fence and every thread that issues copies with the map does
+// an acquire fence on it first (PTX ISA: tensormap.replace, fence.proxy.tensormap::generic).
+// `dst` is 128-byte aligned.
+__device__ __forceinline__ void tensormap_set_address(CUtensorMap* dst, const void* base) {
+  asm volatile("tensormap.replace.tile.global_address.global.b1024.b64 [%0], %1;\n" ::"l"(dst),
+               "l"(base)
+               : "memory");
+}
+// The extent of dimension 1 (the rows of the lab's 3-d maps).
+__device__ __forceinline__ void tensormap_set_rows(CUtensorMap* dst, int rows) {
+  asm volatile("tensormap.replace.tile.global_dim.global.b1024.b32 [%0], 1, %1;\n" ::"l"(dst),
+               "r"(rows)
+               : "memory");
+}
+// The writer's side: its maps' stores before any later use of them by the copy engine.
+__device__ __forceinline__ void tensormap_release() {
+  asm volatile("fence.proxy.tensormap::generic.release.gpu;\n" ::: "memory");
+}
+// The user's side, per map, before its first copy.
+__device__ __forceinline__ void tensormap_acquire(const CUtensorMap* map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(map_addr(map))
+               : "memory");
+}
+
 // Box at (c0, c1, c2) of a 3-d tensor -> shared memory at `dst`; completes on `bar`.
 __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1,
                                             int c2, uint64_t* bar) {
