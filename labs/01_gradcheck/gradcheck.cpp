@@ -5,6 +5,7 @@
 // The numbers come from run_gradcheck (gradcheck_run.h); this file judges them and writes the
 // report.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -197,8 +198,7 @@ Report gradcheck(const LabOptions& o) {
                     "keys outside the window have P = 0; finite differences agree there too.",
                     c.H, c.Hkv, c.window_left, c.window_right));
   if (std_ok && fd_ok && unfinished.empty()) {
-    std::string lens;
-    for (int64_t n : c.seqlens) lens += (lens.empty() ? "" : ", ") + std::to_string(n);
+    const std::string lens = fmt::format("{}", fmt::join(c.seqlens, ", "));
     r.observations.push_back(
         zh(o) ? fmt::format("第四组是一个打包批次（长度 {}，张量按 token 排列 [tokens, H, d]），"
                             "同样是分组头加因果掩码：每条序列的掩码对齐到它自己的最后一个键，"

@@ -1,5 +1,8 @@
 #include "gradcheck_run.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -69,11 +72,8 @@ GradcheckCase run_case(const GradcheckConfig& c, bool causal, Kind kind,
   if (kind == Kind::grouped)
     out.problem = std::to_string(c.H) + "/" + std::to_string(c.Hkv) + ", window (" +
                   std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")";
-  if (kind == Kind::packed) {
-    std::string lens;
-    for (int64_t n : c.seqlens) lens += (lens.empty() ? "" : ",") + std::to_string(n);
-    out.problem = std::to_string(c.H) + "/" + std::to_string(c.Hkv) + ", packed " + lens;
-  }
+  if (kind == Kind::packed)
+    out.problem = fmt::format("{}/{}, packed {}", c.H, c.Hkv, fmt::join(c.seqlens, ","));
   const Forward ref = reference::forward(p, in, true);
   const Gradients standard = reference::backward(p, in, ref);
 

@@ -8,6 +8,7 @@
 // padded to the longest (the dense [B, H, N, d] layout computes every padded row and key) or
 // packed by token (FA's varlen layout: each sequence's blocks only), same counters.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -154,8 +155,7 @@ Report cost(const LabOptions& o) {
   padded.shape.lens_q.clear();
   padded.shape.lens_k.clear();  // B sequences of Nq = Nk = the longest
   const Counters c_pad = fwd_bwd(padded), c_pack = fwd_bwd(packed);
-  std::string lens;
-  for (int64_t n : kPaddingLengths) lens += (lens.empty() ? "" : ", ") + std::to_string(n);
+  const std::string lens = fmt::format("{}", fmt::join(kPaddingLengths, ", "));
   Table pad{
       "padding",
       zh(o) ? fmt::format("补齐 vs 打包：8 条序列（长度 {}），{} 个头，d = {}，因果，tiled 前向 + "

@@ -1,6 +1,7 @@
 #include "run/runner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -256,16 +257,12 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   rep.config = config_json(c);
   rep.config["error_budget"] = budget_json(r.budget);
 
-  const auto joined = [](const std::vector<int64_t>& v) {
-    std::string out;
-    for (int64_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
-    return out;
-  };
   const std::string lengths =
       !p.shape.packed() ? fmt::format("B={} ", p.shape.B)
       : p.shape.lens_q == p.shape.lens_k
-          ? fmt::format("packed {} ", joined(p.shape.lens_q))
-          : fmt::format("packed {} (keys {}) ", joined(p.shape.lens_q), joined(p.shape.lens_k));
+          ? fmt::format("packed {} ", fmt::join(p.shape.lens_q, ","))
+          : fmt::format("packed {} (keys {}) ", fmt::join(p.shape.lens_q, ","),
+                        fmt::join(p.shape.lens_k, ","));
   const std::string dims = p.shape.packed() ? fmt::format("H={} d={}", p.shape.H, p.shape.d)
                                             : fmt::format("H={} Nq={} Nk={} d={}", p.shape.H,
                                                           p.shape.Nq, p.shape.Nk, p.shape.d);
