@@ -230,8 +230,15 @@ TEST(Packed, BadLengthsGetOneLineAndExit2) {
       {"bench --varlen 6,20", "--varlen takes COUNT,MIN,MAX"},
       {"bench --seqlens 3,5 --varlen 1,2,3", "--seqlens and --varlen each give"},
       {"bench --varlen 2,5,9 -N 64", "leave out -N and --tokens"},
+      {"bench --varlen 5000,5,9", "--varlen takes COUNT,MIN,MAX: 1..4096 sequences"},
+
   };
   testing::expect_refused(cases, " --backend cpu");
+  // More sequences than the CPU side walks one by one (kMaxSequences).
+  std::string many = "run --seqlens 1";
+  for (int n = 0; n < 4096; ++n) many += ",1";
+  testing::expect_refused({{many.c_str(), "--seqlens gives more than 4096 sequences"}},
+                          " --backend cpu");
 }
 
 // bench --varlen draws its lengths from the seed: the same seed, the same batch; another seed,

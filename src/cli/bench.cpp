@@ -50,7 +50,7 @@ std::vector<int64_t> parse_varlen(const std::string& value, uint64_t seed) {
     return UsageError(
         fmt::format("--varlen takes COUNT,MIN,MAX: 1..{} sequences of lengths "
                     "MIN..MAX drawn by the seed, 1 <= MIN <= MAX <= {} (got '{}')",
-                    kMaxBatchHeads, kMaxN, value));
+                    kMaxSequences, kMaxN, value));
   };
   std::vector<int64_t> x;
   try {
@@ -58,7 +58,7 @@ std::vector<int64_t> parse_varlen(const std::string& value, uint64_t seed) {
   } catch (const UsageError&) {
     throw bad();
   }
-  if (x.size() != 3 || x[0] < 1 || x[1] < 1 || x[1] > x[2]) throw bad();
+  if (x.size() != 3 || x[0] < 1 || x[0] > kMaxSequences || x[1] < 1 || x[1] > x[2]) throw bad();
   return seeded_lengths(seed, x[0], x[1], x[2]);
 }
 

@@ -168,8 +168,8 @@ std::vector<int64_t> parse_seqlens(const std::string& value, const char* option)
     const int64_t x = std::stoll(t);
     if (x > kMaxN) throw bad();
     lens.push_back(x);
-    if (lens.size() > static_cast<size_t>(kMaxBatchHeads))
-      throw UsageError(fmt::format("{} gives more than {} sequences", option, kMaxBatchHeads));
+    if (lens.size() > static_cast<size_t>(kMaxSequences))
+      throw UsageError(fmt::format("{} gives more than {} sequences", option, kMaxSequences));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

@@ -284,11 +284,11 @@ RunConfig parse_run_config(const json& c, std::string& backend) {
   if (c.contains("seqlens_q") || c.contains("seqlens_k")) {
     const auto lens = [&](const char* key) {
       const json& v = field(c, key, at);
-      if (!v.is_array() || v.empty() || v.size() > static_cast<size_t>(kMaxBatchHeads))
+      if (!v.is_array() || v.empty() || v.size() > static_cast<size_t>(kMaxSequences))
         throw UsageError(
             fmt::format("the report's config.{} must be a list of 1..{} lengths (it "
                         "is {})",
-                        key, kMaxBatchHeads, brief(v)));
+                        key, kMaxSequences, brief(v)));
       std::vector<int64_t> out;
       for (size_t i = 0; i < v.size(); ++i)
         out.push_back(int_field(json{{"length", v[i]}}, "length",

@@ -40,8 +40,7 @@ void check_packed(const Problem& p) {
     throw UsageError(
         fmt::format("--seqlens-k gives {} key length(s) for {} sequences: one per sequence",
                     s.lens_k.size(), s.lens_q.size()));
-  if (s.B != static_cast<int64_t>(s.lens_q.size()))
-    throw UsageError("a packed batch's B is the number of its lengths");
+  check_range("the number of --seqlens sequences", s.B, 1, kMaxSequences);
   bool any = false;
   for (int64_t b = 0; b < s.B; ++b) {
     check_range("a --seqlens length", s.lens_q[b], 0, kMaxN);

@@ -15,6 +15,8 @@ inline constexpr int64_t kMaxN = int64_t{1} << 20;
 inline constexpr int64_t kMaxHeadDim = 256;
 inline constexpr int64_t kMaxHidden = int64_t{1} << 16;      // bench: H * d
 inline constexpr int64_t kMaxBatchHeads = int64_t{1} << 20;  // B*H
+// Sequences of a packed batch: the CPU side walks them one by one, each a problem of its own.
+inline constexpr int64_t kMaxSequences = 4096;
 inline constexpr int kMaxTile = 4096;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kMaxRepeats = 10000;
