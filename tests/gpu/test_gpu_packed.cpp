@@ -65,14 +65,10 @@ void PrintTo(const PackedCase& c, std::ostream* os) {
 
 Problem problem_of(const PackedCase& c) {
   Problem p;
-  p.shape.B = static_cast<int64_t>(c.lens_q.size());
   p.shape.H = c.H;
   p.shape.Hkv = c.Hkv;
   p.shape.d = c.d;
-  p.shape.lens_q = c.lens_q;
-  p.shape.lens_k = c.lens_k;
-  p.shape.Nq = *std::max_element(c.lens_q.begin(), c.lens_q.end());
-  p.shape.Nk = *std::max_element(c.lens_k.begin(), c.lens_k.end());
+  set_packed(p.shape, c.lens_q, c.lens_k);  // B, Nq and Nk follow the lengths
   p.causal = c.causal;
   p.dtype = c.dtype;
   p.window_left = c.window_left;
