@@ -33,7 +33,7 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
-template <class T, int D, bool kDeterministic>
+template <class T, int D, bool kDeterministic, bool kPacked>
 struct Consumer {
   using Tr = BwdTraits<D>;
   static constexpr int Br = Tr::Br, Bc = Tr::Bc, S = Tr::kStages;
@@ -55,8 +55,11 @@ struct Consumer {
   __device__ int row_of(int e) const { return 16 * (t / 32) + (t % 32) / 4 + 8 * ((e >> 1) & 1); }
   __device__ int col_of(int e) const { return 8 * (e >> 2) + 2 * (t % 4) + (e & 1); }
 
+  // The block's band and rows: the problem's, or its sequence's (bwd_schedule.cuh).
+  __device__ Where<kPacked> at() const { return {p, sm.place}; }
+
   __device__ void run() {
-    const QRange qr = q_range<Br, Bc, kDeterministic>(p.b, j);
+    const QRange qr = q_range<Br, Bc, kDeterministic>(at().band(), p.b.group, j);
 #pragma unroll
     for (int e = 0; e < NKV; ++e) dk[e] = dv[e] = 0.f;
     sm90::mbar_wait(sm.kv_full, 0);
@@ -114,7 +117,7 @@ struct Consumer {
     // (common/band.h), i.e. by the tile's columns first_col <= c <= last_col; a key past Nk by
     // none. Per row of the thread: the first and the last column.
     int first_col[2], last_col[2];
-    const Band& band = p.b.band;
+    const Band& band = at().band();
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int key = j * Bc + 64 * w + row_of(2 * r);
@@ -152,7 +155,7 @@ struct Consumer {
 
     sm90::wgmma_wait<1>();  // S^T is done; dP^T may still run
     sm90::pin(st);
-    if (p.b.band.cuts(i * Br, Br, j * Bc, Bc))
+    if (at().band().cuts(i * Br, Br, j * Bc, Bc))
       probabilities<true>(st, sm.lse2(s), i);
     else
       probabilities<false>(st, sm.lse2(s), i);
@@ -222,7 +225,8 @@ struct Consumer {
   }
 
   // dK_w = scale dS^T Q and dV_w = P^T dO as T, over K_j and V_j (free: the last step ended on
-  // kDsFree), then out by bulk tensor stores, which clip rows past Nk.
+  // kDsFree), then out by bulk tensor stores, which clip rows past Nk (a packed batch's: past its
+  // sequence's keys). A block whose keys no query sees (a sequence with no query rows) writes 0.
   __device__ void epilogue() {
     const uint32_t k_tile = smem_addr(sm.k()), v_tile = smem_addr(sm.v());
 #pragma unroll
@@ -235,10 +239,16 @@ struct Consumer {
     sm90::fence_proxy_async();
     sm90::named_sync(kEpilogue + w, 128);
     if (t == 0) {
+      const CUtensorMap* dk_map = at().map(kMapDK);
+      const CUtensorMap* dv_map = at().map(kMapDV);
+      if constexpr (kPacked) {  // the sequence's maps, made by the map kernel (seq_maps.cuh)
+        sm90::tensormap_acquire(dk_map);
+        sm90::tensormap_acquire(dv_map);
+      }
       for (int blk = 0; blk < D / 64; ++blk) {
-        const int at = blk * Bc * 64 + 64 * w * 64;  // elements
-        sm90::tma_store_3d(&p.dk_map, 64 * blk, j * Bc + 64 * w, kv_head, sm.k() + at);
-        sm90::tma_store_3d(&p.dv_map, 64 * blk, j * Bc + 64 * w, kv_head, sm.v() + at);
+        const int e = blk * Bc * 64 + 64 * w * 64;  // elements
+        sm90::tma_store_3d(dk_map, 64 * blk, j * Bc + 64 * w, kv_head, sm.k() + e);
+        sm90::tma_store_3d(dv_map, 64 * blk, j * Bc + 64 * w, kv_head, sm.v() + e);
       }
       sm90::bulk_commit();
       sm90::bulk_wait_read();

@@ -26,41 +26,39 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
-template <class T, int D, bool kDeterministic>
+template <class T, int D, bool kDeterministic, bool kPacked>
 __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int kv_head) {
   constexpr int Br = BwdTraits<D>::Br, Bc = BwdTraits<D>::Bc;
-  const QRange qr = q_range<Br, Bc, kDeterministic>(p.b, j);
+  const Where<kPacked> at{p, sm.place};
+  const QRange qr = q_range<Br, Bc, kDeterministic>(at.band(), p.b.group, j);
   // This block's split, and its place in the split's chain of turns.
   const int S = kDeterministic ? p.b.dq_splits : 1, split = j % S;
   // The band's first K block for Q block i is max(0, floor((i Br + offset - left) / Bc))
   // (common/band.h: Band::k_blocks), Bc = 128 a shift.
   static_assert(Bc == 128, "the first K block by a shift");
-  const int first_key_of_row0 = p.b.band.offset - p.b.band.left;
   float* split_base = p.b.dQ_accum + split * p.b.split_stride;
   QStep st = qr.first();
   for (int n = 0; n < qr.count(); ++n, st = qr.next(st)) {
     const int i = st.i, buf = n % 2;
     const int head = kv_head * qr.group + st.h;  // the query head of this step
-    float* accum = split_base + static_cast<int64_t>(head) * p.b.Nq * D;
     sm90::mbar_wait(sm.dq_full + buf, (n / 2) & 1);
-    int* turn = kDeterministic
-                    ? p.dq_turn + (static_cast<int64_t>(head) * p.q_blocks + i) * S + split
-                    : nullptr;
+    int* turn = kDeterministic ? p.dq_turn + at.turn_block(head, i) * S + split : nullptr;
     // The chain of Q block i in this split: the split's K blocks that meet Q block i are the
     // first one at or past the band's first K block and every S-th after it. The counter holds
     // one past the last writer's K block (0: none yet); this block's turn comes after j - S, or
     // first of all when j - S does not meet Q block i (always j < S without a window's left side).
-    const bool first = j - S < max(0, (i * Br + first_key_of_row0) >> 7);
+    const Band& band = at.band();
+    const bool first = j - S < max(0, (i * Br + band.offset - band.left) >> 7);
     const int want = first ? 0 : j - S + 1;
     if constexpr (kDeterministic) {
-      // A K/V head's K blocks start in order of j (block_of), and a block waits only for smaller
+      // A K/V head's K blocks start in order of j (block_in), and a block waits only for smaller
       // ones, which never wait for a larger one: the wait always ends.
       while (sm90::load_acquire(turn) != want) {
       }
       sm90::fence_proxy_async_global();  // the earlier blocks' additions, seen by this one's
     }
-    const int rows = min(Br, p.b.Nq - i * Br);  // the last Q block may be ragged
-    float* dst = accum + static_cast<int64_t>(i) * Br * D;
+    const int rows = min(Br, band.Nq - i * Br);  // the last Q block may be ragged
+    float* dst = split_base + at.accum_row(head, i, Br) * D;
     const uint32_t bytes = static_cast<uint32_t>(rows * D * 4);
     if (kDeterministic && first)  // the split's first writer of these rows
       sm90::bulk_store(dst, smem_addr(sm.dq(buf)), bytes);

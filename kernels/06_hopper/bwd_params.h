@@ -5,6 +5,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "common/fa2_bwd/params.h"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
@@ -16,16 +18,41 @@ namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 struct BwdParams {
   CUtensorMap q_map, do_map, k_map, v_map, dk_map, dv_map;
   ::flashlab::cuda::BwdParams b;
-  int q_blocks;  // ceil(Nq / Br)
-  // The blocks' order (bwd_kernel.cuh: block_of): chunks of kv_chunk K/V heads one after another,
-  // and in each chunk the K blocks in order, all the chunk's heads at each K block.
+  // Rows of one query head in the workspace (common/fa2_bwd/params.h): of LSE2 and D (Nq_pad,
+  // or a packed batch's lse_rows), of the dQ accumulator (Nq, or total_q), and of the turn
+  // counters in Q blocks (ceil(Nq / Br), or a packed batch's turn_blocks below).
+  int lse_head_rows, accum_head_rows, turn_head_blocks;
+  // The blocks' order (bwd_kernel.cuh: block_in): chunks of kv_chunk K/V heads one after another,
+  // and in each chunk the K blocks in order, all the chunk's heads at each K block. A packed
+  // batch works it out per sequence, from the SM count.
   int kv_chunk;
-  // hopper-deterministic: [B*H][q_blocks][b.dq_splits] turn counters, zeroed before the launch.
-  // K block j writes its dQ partial of Q block i into split j mod dq_splits once counter
-  // (head, i, j mod dq_splits) == j / dq_splits, then sets it to j / dq_splits + 1
+  int sms;
+  // hopper-deterministic: [heads][turn_head_blocks][b.dq_splits] turn counters, zeroed before
+  // the launch. K block j writes its dQ partial of Q block i into split j mod dq_splits once
+  // counter (head, i, j mod dq_splits) == j / dq_splits, then sets it to j / dq_splits + 1
   // (bwd_dq_writer.cuh). Null for hopper.
   int* dq_turn;
+  // A packed batch only (the kernels of kPacked; common/packed.h), what the map kernel
+  // (seq_maps.cuh) wrote into the workspace before the launch: sequence b's tensor maps at
+  // seq_maps[6 b ..] (kSeqMaps: Q, dO, K, V, dK, dV), clipped at its last row; the sequences in
+  // the order their blocks are numbered (most keys first) and where each one's blocks start.
+  const CUtensorMap* seq_maps = nullptr;
+  const int* seq_order = nullptr;    // [B]
+  const int* block_start = nullptr;  // [B + 1], in seq_order's order
 };
+
+// A packed batch's maps of one sequence, in this order.
+enum SeqMap : int { kMapQ, kMapDO, kMapK, kMapV, kMapDK, kMapDV, kSeqMaps };
+
+// A packed batch's turn counters: sequence b's Q blocks start at packed_turn_block(cu_q[b], b)
+// of a head, which leaves room for its ceil(nq / Br) blocks before the next sequence's start
+// (floor((c + n) / Br) + 1 - floor(c / Br) >= ceil(n / Br)); a head has turn_blocks of them.
+__host__ __device__ inline int packed_turn_block(int first_token, int b, int Br) {
+  return first_token / Br + b;
+}
+inline int64_t packed_turn_blocks(int64_t total_q, int64_t B, int Br) {
+  return total_q / Br + B + 1;
+}
 
 // Bc = 128 keys per block, 64 per consumer warpgroup (the rows of its dK_j, dV_j accumulators);
 // Br query rows per step: 64 at d = 128, where dK_j and dV_j take 128 registers a thread, and
@@ -45,8 +72,10 @@ struct BwdTraits {
   static_assert(::flashlab::cuda::kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
 };
 
-// The launcher, one explicit instantiation per (dtype, head dim, deterministic).
-template <class T, int D, bool kDeterministic>
-void launch_bwd(const BwdParams& p, cudaStream_t stream);
+// The launcher, one explicit instantiation per (dtype, head dim, deterministic, packed). A packed
+// batch's kernel takes `blocks` blocks (Hkv ceil(nk / Bc) per sequence); a dense one works its
+// grid out from the sizes.
+template <class T, int D, bool kDeterministic, bool kPacked>
+void launch_bwd(const BwdParams& p, int blocks, cudaStream_t stream);
 
 }  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd

@@ -16,6 +16,7 @@
 //   dQ staging  [2][Br][D] fp32            columns permuted as in the accumulator (sm80/tiles.cuh)
 //   LSE2, D     [kStages][Br] fp32         LSE2_i and D_i of each stage's Q block
 //   barriers    kv_full, q_full[s], q_empty[s], dq_full[2], dq_empty[2]
+//   place       a packed batch's block: its sequence, K block, K/V head, band and rows (BlockPlace)
 // Tiles of 208 KiB at d = 128 and 192 KiB at d = 64; LSE2, D and the barriers add about 1 KiB
 // and 2 KiB.
 #pragma once
@@ -23,6 +24,9 @@
 #include <cstdint>
 
 #include "bwd_params.h"
+#include "common/band.h"
+#include "common/fa2_bwd/params.h"
+#include "common/packed.h"
 #include "common/sm80/tiles.cuh"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
@@ -49,11 +53,26 @@ struct BwdLayout {
   static constexpr int kLse2 = kdQ + 2 * Br * D * 4;
   static constexpr int kD = kLse2 + S * Br * 4;
   static constexpr int kBars = kD + S * Br * 4;
-  static constexpr int kBytes = kBars + (1 + 2 * S + 4) * 8;
+  static constexpr int kPlace = kBars + (1 + 2 * S + 4) * 8;
+  static constexpr int kBytes = kPlace + 64;
   static constexpr int kLaunchBytes = kBytes + 1024;  // room to align the base to 1024 bytes
   static_assert(kKV % 1024 == 0 && kQ % 1024 == 0 && (Bc * Br * 2) % 1024 == 0, "1024-byte tiles");
   static_assert(kLaunchBytes <= 227 * 1024, "more shared memory than a block can have");
 };
+
+// Where a packed batch's block works, worked out once by thread 0 (bwd_kernel.cuh: place) and
+// read from shared memory where it is used, so that no thread holds it in registers across its
+// loop. A dense block's are the problem's: the kernel reads them from the parameters.
+struct BlockPlace {
+  Band band;    // its sequence's band (common/packed.h: seq_band)
+  int j;        // K block, within the sequence
+  int kv_head;  // K/V head
+  int seq;      // the sequence: its maps are seq_maps[kSeqMaps seq ..]
+  int q0;       // the sequence's first query token: its rows of the dQ accumulator
+  int lse0;     // its first row of LSE2 and D in a head (bwd_packed_lse_start)
+  int qb0;      // its first Q block of the turn counters in a head (packed_turn_block)
+};
+static_assert(sizeof(BlockPlace) <= 64, "BwdLayout gives the place 64 bytes");
 
 template <class T, int D>
 struct BwdSmem {
@@ -64,6 +83,7 @@ struct BwdSmem {
   uint64_t* q_empty;   // [kStages]
   uint64_t* dq_full;   // [2]
   uint64_t* dq_empty;  // [2]
+  BlockPlace* place;
 
   __device__ explicit BwdSmem(unsigned char* raw) {
     const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
@@ -73,6 +93,7 @@ struct BwdSmem {
     q_empty = q_full + L::S;
     dq_full = q_empty + L::S;
     dq_empty = dq_full + 2;
+    place = reinterpret_cast<BlockPlace*>(base + L::kPlace);
   }
   __device__ T* k() const { return reinterpret_cast<T*>(base + L::kK); }
   __device__ T* v() const { return reinterpret_cast<T*>(base + L::kV); }
@@ -120,9 +141,41 @@ struct QRange {
   }
 };
 template <int Br, int Bc, bool kDown>
-__device__ QRange q_range(const ::flashlab::cuda::BwdParams& b, int j) {
-  const BlockRange r = b.band.q_blocks(j, Bc, Br);  // common/band.h: causal, window or neither
-  return {r.begin, r.end > r.begin ? r.end : r.begin, kDown, b.group};
+__device__ QRange q_range(const Band& band, int group, int j) {
+  const BlockRange r = band.q_blocks(j, Bc, Br);  // common/band.h: causal, window or neither
+  return {r.begin, r.end > r.begin ? r.end : r.begin, kDown, group};
 }
+
+// What the roles read of their block's place: the problem's (a dense block: the parameters, no
+// registers held) or the sequence's (a packed one: shared memory, BlockPlace).
+template <bool kPacked>
+struct Where {
+  const BwdParams& p;
+  const BlockPlace* place;
+  __device__ const Band& band() const {
+    if constexpr (kPacked)
+      return place->band;
+    else
+      return p.b.band;
+  }
+  // The row of LSE2 and D, of the dQ accumulator, and the Q block of the turn counters, of Q
+  // block i's first row in query head `head`.
+  __device__ int64_t lse_row(int head, int i, int Br) const {
+    return static_cast<int64_t>(head) * p.lse_head_rows + (kPacked ? place->lse0 : 0) + i * Br;
+  }
+  __device__ int64_t accum_row(int head, int i, int Br) const {
+    return static_cast<int64_t>(head) * p.accum_head_rows + (kPacked ? place->q0 : 0) + i * Br;
+  }
+  __device__ int64_t turn_block(int head, int i) const {
+    return static_cast<int64_t>(head) * p.turn_head_blocks + (kPacked ? place->qb0 : 0) + i;
+  }
+  // Tensor map m (SeqMap) of the block: the problem's, or the sequence's.
+  __device__ const CUtensorMap* map(int m) const {
+    if constexpr (kPacked) return p.seq_maps + kSeqMaps * place->seq + m;
+    const CUtensorMap* const maps[kSeqMaps] = {&p.q_map, &p.do_map, &p.k_map,
+                                               &p.v_map, &p.dk_map, &p.dv_map};
+    return maps[m];
+  }
+};
 
 }  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd

@@ -42,11 +42,11 @@
 // draws the roles, README.md the pipeline). The preprocess (D, LSE2) and the convert pass are the
 // FA2 backward's (common/fa2_bwd).
 //
-// Packed batches (common/packed.h): the forward's copies are clipped at each sequence's end by
-// tensor maps per sequence, made on the device from a host-encoded template by tensormap.replace
-// into the workspace (fwd_seq_maps.cuh: the fences, the tile order); its tiles are numbered per
-// sequence, most keys first. The backward of a packed batch runs the FA2 outer-K pass for now
-// (packed_backward below). At most kMaxPackedSeqs sequences.
+// Packed batches (common/packed.h): the copies of the forward and of the backward are clipped at
+// each sequence's end by tensor maps per sequence, made on the device from host-encoded templates
+// by tensormap.replace into the workspace (seq_maps.cuh: the fences, the order); the forward's
+// tiles and the backward's blocks are numbered per sequence, most keys first. At most
+// kMaxPackedSeqs sequences.
 //
 // Limits: sm_90a only (an H100/H200: wgmma and setmaxnreg exist nowhere else; the build needs
 // -gencode=arch=compute_90a,code=sm_90a); fp16 and bf16 storage, fp32 accumulation; head dims
@@ -70,7 +70,7 @@
 #include "core/device.h"
 #include "core/device_api.h"
 #include "fwd_params.h"
-#include "fwd_seq_maps.cuh"
+#include "seq_maps.cuh"
 #include "schedule.h"
 #include "util/error.h"
 
@@ -81,6 +81,8 @@ namespace {
 namespace hopper_fwd = FLASHLAB_FOLDER::hopper_fwd;
 namespace hopper_bwd = FLASHLAB_FOLDER::hopper_bwd;
 namespace plan = ::flashlab::FLASHLAB_FOLDER;
+using FLASHLAB_FOLDER::kMaxPackedSeqs;
+using FLASHLAB_FOLDER::SeqMapsParams;
 
 // Empty when a GPU of this compute capability can run the rung (the build has already checked
 // that it made sm_90a code).
@@ -112,9 +114,9 @@ std::string hopper_check(const Problem& p, const ShapeLimits& limits) {
 }
 std::string rung_check(const Problem& p) {
   std::string why = hopper_check(p, kRungLimits);
-  if (why.empty() && p.shape.packed() && p.shape.B > hopper_fwd::kMaxPackedSeqs)
-    why = "hopper on CUDA takes packed batches of at most " +
-          std::to_string(hopper_fwd::kMaxPackedSeqs) + " sequences (its tensor maps per sequence)";
+  if (why.empty() && p.shape.packed() && p.shape.B > kMaxPackedSeqs)
+    why = "hopper on CUDA takes packed batches of at most " + std::to_string(kMaxPackedSeqs) +
+          " sequences (its tensor maps per sequence)";
   return why.empty() ? bwd_packed_check(p, "hopper") : why;
 }
 
@@ -124,15 +126,21 @@ std::string rung_check(const Problem& p) {
 size_t tile_counter_offset(const Problem& p) {
   return bwd_workspace_bytes(p, 1);
 }
-// A packed batch's per-sequence maps, the sequence order and the tile starts (fwd_seq_maps.cuh)
-// after the counter, the maps 128-byte aligned.
+// A packed batch's per-sequence maps (up to six: the backward's), the sequence order and the
+// units' starts (seq_maps.cuh) at the end of the workspace, the maps 128-byte aligned.
+size_t align_maps(size_t offset) {
+  return (offset + 127) / 128 * 128;
+}
+size_t seq_maps_bytes(const Problem& p) {
+  const size_t B = static_cast<size_t>(p.shape.B);
+  return FLASHLAB_FOLDER::kMaxSeqMaps * B * sizeof(CUtensorMap) + (2 * B + 1) * sizeof(int);
+}
 size_t seq_maps_offset(const Problem& p) {
-  return (tile_counter_offset(p) + sizeof(int) + 127) / 128 * 128;
+  return align_maps(tile_counter_offset(p) + sizeof(int));
 }
 size_t hopper_workspace(const Problem& p) {
   if (!p.shape.packed()) return tile_counter_offset(p) + sizeof(int);
-  const size_t B = static_cast<size_t>(p.shape.B);
-  return seq_maps_offset(p) + 4 * B * sizeof(CUtensorMap) + (2 * B + 1) * sizeof(int);
+  return seq_maps_offset(p) + seq_maps_bytes(p);
 }
 
 // hopper-deterministic: S fp32 dQ splits instead of one accumulator (schedule.h), and one turn
@@ -141,17 +149,26 @@ size_t hopper_workspace(const Problem& p) {
 int64_t dq_splits(const Problem& p) {
   return plan::deterministic_dq_splits(p.shape.Nk, kOuterKBc);
 }
-int64_t turn_bytes(const Problem& p) {
+// The turn counters' Q blocks per query head: a dense head's, or a packed batch's with room for
+// every sequence's (bwd_params.h: packed_turn_block).
+int64_t turn_head_blocks(const Problem& p) {
   const int br = outer_k_br(static_cast<int>(p.shape.d));  // the kernel's Br (fa2_bwd/blocks.h)
-  return p.shape.heads() * ((p.shape.Nq + br - 1) / br) * dq_splits(p) * 4;
+  if (p.shape.packed()) return hopper_bwd::packed_turn_blocks(p.shape.total_q(), p.shape.B, br);
+  return (p.shape.Nq + br - 1) / br;
 }
-// A packed batch (for now) runs deterministic-dq's passes: their splits.
-int64_t packed_dq_splits(const Problem& p) {
-  return bwd_dq_splits(p, device_info().sms, kOuterKBc);
+int64_t turn_bytes(const Problem& p) {
+  const int64_t heads = p.shape.packed() ? p.shape.H : p.shape.heads();
+  return heads * turn_head_blocks(p) * dq_splits(p) * 4;
+}
+size_t turns_offset(const Problem& p) {
+  return bwd_workspace_bytes(p, dq_splits(p));
+}
+size_t deterministic_maps_offset(const Problem& p) {
+  return align_maps(turns_offset(p) + static_cast<size_t>(turn_bytes(p)));
 }
 size_t deterministic_workspace(const Problem& p) {
-  if (p.shape.packed()) return bwd_workspace_bytes(p, packed_dq_splits(p));
-  return bwd_workspace_bytes(p, dq_splits(p)) + static_cast<size_t>(turn_bytes(p));
+  if (!p.shape.packed()) return turns_offset(p) + static_cast<size_t>(turn_bytes(p));
+  return deterministic_maps_offset(p) + seq_maps_bytes(p);
 }
 
 using hopper_fwd::FwdParams;
@@ -191,7 +208,7 @@ FwdParams forward_params(const DeviceTensors& t) {
 }
 
 // A packed batch: the template maps over the whole tensors, the per-sequence maps and the tile
-// order made by the map kernel into the workspace (fwd_seq_maps.cuh), the tiles counted per
+// order made by the map kernel into the workspace (seq_maps.cuh), the tiles counted per
 // sequence.
 template <int D, bool kCausal>
 FwdParams packed_forward_params(const DeviceTensors& t) {
@@ -201,35 +218,38 @@ FwdParams packed_forward_params(const DeviceTensors& t) {
   FwdParams fp = forward_params<D, kCausal>(t);
   const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
   const int64_t rows_q = std::max<int64_t>(1, s.Nq), rows_k = std::max<int64_t>(1, s.Nk);
-  hopper_fwd::SeqMapsParams mp{};
+  SeqMapsParams mp{};
   mp.tmpl[0] = sm90::tensor_map_packed(t.Q, e, D, rows_q, s.H, Tr::Br);
   mp.tmpl[1] = sm90::tensor_map_packed(t.K, e, D, rows_k, s.kv_heads(), Tr::Bc);
   mp.tmpl[2] = sm90::tensor_map_packed(t.V, e, D, rows_k, s.kv_heads(), Tr::Bc);
   mp.tmpl[3] = sm90::tensor_map_packed(t.O, e, D, rows_q, s.H, 64);
   const void* bases[4] = {t.Q, t.K, t.V, t.O};
   for (int m = 0; m < 4; ++m) {
+    mp.of_keys[m] = m == 1 || m == 2;
     mp.base[m] = static_cast<const unsigned char*>(bases[m]);
-    mp.row_bytes[m] = (m == 1 || m == 2 ? s.kv_heads() : s.H) * D * 2;
+    mp.row_bytes[m] = (mp.of_keys[m] ? s.kv_heads() : s.H) * D * 2;
   }
+  mp.n_maps = 4;
   mp.cu_q = t.cu_q;
   mp.cu_k = t.cu_k;
   mp.B = static_cast<int>(s.B);
-  mp.heads = static_cast<int>(s.H);
-  mp.Br = Tr::Br;
+  mp.unit_heads = static_cast<int>(s.H);  // a sequence's tiles: H ceil(nq / Br)
+  mp.unit_rows = Tr::Br;
+  mp.units_of_keys = false;
   unsigned char* at = static_cast<unsigned char*>(t.workspace) + seq_maps_offset(p);
   mp.maps = reinterpret_cast<CUtensorMap*>(at);
-  mp.order = reinterpret_cast<int*>(at + 4 * s.B * sizeof(CUtensorMap));
-  mp.tile_start = mp.order + s.B;
-  hopper_fwd::seq_maps_kernel<<<1, 256, 0, static_cast<cudaStream_t>(t.stream)>>>(mp);
+  mp.order = reinterpret_cast<int*>(at + FLASHLAB_FOLDER::kMaxSeqMaps * s.B * sizeof(CUtensorMap));
+  mp.unit_start = mp.order + s.B;
+  FLASHLAB_FOLDER::seq_maps_kernel<<<1, 256, 0, static_cast<cudaStream_t>(t.stream)>>>(mp);
   FLASHLAB_CHECK_LAUNCH();
   fp.cu_q = t.cu_q;
   fp.cu_k = t.cu_k;
   fp.seq_maps = mp.maps;
   fp.seq_order = mp.order;
-  fp.tile_start = mp.tile_start;
+  fp.tile_start = mp.unit_start;
   fp.B = mp.B;
   fp.total_q = static_cast<int>(s.total_q());
-  fp.heads = mp.heads;
+  fp.heads = mp.unit_heads;
   int64_t tiles = 0;
   for (int64_t b = 0; b < s.B; ++b) tiles += s.H * ((s.len_q(b) + Tr::Br - 1) / Tr::Br);
   fp.tiles = static_cast<int>(tiles);
@@ -272,46 +292,79 @@ void hopper_forward(const DeviceTensors& t) {
 
 // ---- backward ----
 
-// A packed batch's backward, for now, is the FA2 rungs' outer-K pass (common/fa2_bwd, packed
-// already): atomic-dq's for hopper, deterministic-dq's splits for hopper-deterministic (bitwise
-// reproducible). The Hopper backward kernel does not take packed batches yet.
-template <class T, int D, bool kDeterministic>
-void packed_backward(const DeviceTensors& t) {
-  BwdParams b = bwd_make_params(t);
-  if constexpr (kDeterministic) {
-    const int64_t splits = packed_dq_splits(t.problem);
-    b.dq_splits = static_cast<int>(splits);
-    launch_bwd_preprocess<T, D>(b, t.stream);
-    launch_bwd_outer_k<T, D, DqMode::split>(b, t.stream);
-    launch_bwd_convert_dq<T, D>(b, DqMode::split, splits, t.stream);
-  } else {
-    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(b.dQ_accum, 0, t.problem.shape.q_elems() * 4,
-                                        static_cast<cudaStream_t>(t.stream)));
-    launch_bwd_preprocess<T, D>(b, t.stream);
-    launch_bwd_outer_k<T, D, DqMode::atomic>(b, t.stream);
-    launch_bwd_convert_dq<T, D>(b, DqMode::atomic, 1, t.stream);
+// A packed batch's backward: templates of the six maps over the whole tensors, and the map kernel
+// (seq_maps.cuh) writing each sequence's maps, the sequences' order (most keys first) and where
+// their blocks start into the workspace at `maps_at`. Returns the grid: Hkv ceil(nk / Bc) blocks
+// per sequence.
+template <int D>
+int packed_backward_maps(const DeviceTensors& t, size_t maps_at, hopper_bwd::BwdParams& bp) {
+  const Problem& p = t.problem;
+  const Shape& s = p.shape;
+  using Tr = hopper_bwd::BwdTraits<D>;
+  const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
+  const int64_t rows_q = std::max<int64_t>(1, s.Nq), rows_k = std::max<int64_t>(1, s.Nk);
+  SeqMapsParams mp{};
+  const void* bases[hopper_bwd::kSeqMaps] = {t.Q, t.dO, t.K, t.V, t.dK, t.dV};
+  // Boxes: Br query rows (Q, dO), Bc keys (K, V), one consumer warpgroup's 64 keys (dK, dV).
+  const int box[hopper_bwd::kSeqMaps] = {Tr::Br, Tr::Br, Tr::Bc, Tr::Bc, 64, 64};
+  for (int m = 0; m < hopper_bwd::kSeqMaps; ++m) {
+    mp.of_keys[m] = m >= hopper_bwd::kMapK;
+    const int64_t heads = mp.of_keys[m] ? s.kv_heads() : s.H;
+    mp.tmpl[m] =
+        sm90::tensor_map_packed(bases[m], e, D, mp.of_keys[m] ? rows_k : rows_q, heads, box[m]);
+    mp.base[m] = static_cast<const unsigned char*>(bases[m]);
+    mp.row_bytes[m] = heads * D * 2;
   }
+  mp.n_maps = hopper_bwd::kSeqMaps;
+  mp.cu_q = t.cu_q;
+  mp.cu_k = t.cu_k;
+  mp.B = static_cast<int>(s.B);
+  mp.unit_heads = static_cast<int>(s.kv_heads());  // a sequence's blocks: Hkv ceil(nk / Bc)
+  mp.unit_rows = Tr::Bc;
+  mp.units_of_keys = true;
+  unsigned char* at = static_cast<unsigned char*>(t.workspace) + maps_at;
+  mp.maps = reinterpret_cast<CUtensorMap*>(at);
+  mp.order = reinterpret_cast<int*>(at + FLASHLAB_FOLDER::kMaxSeqMaps * s.B * sizeof(CUtensorMap));
+  mp.unit_start = mp.order + s.B;
+  FLASHLAB_FOLDER::seq_maps_kernel<<<1, 256, 0, static_cast<cudaStream_t>(t.stream)>>>(mp);
+  FLASHLAB_CHECK_LAUNCH();
+  bp.seq_maps = mp.maps;
+  bp.seq_order = mp.order;
+  bp.block_start = mp.unit_start;
+  int64_t blocks = 0;
+  for (int64_t b = 0; b < s.B; ++b) blocks += s.kv_heads() * ((s.len_k(b) + Tr::Bc - 1) / Tr::Bc);
+  return static_cast<int>(blocks);
 }
 
 template <class T, int D, bool kDeterministic>
 void backward_for(const DeviceTensors& t) {
-  if (t.problem.shape.packed()) return packed_backward<T, D, kDeterministic>(t);
   const Problem& p = t.problem;
+  const Shape& s = p.shape;
+  const bool packed = s.packed();
   const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
-  const int64_t heads = p.shape.heads(), kv_heads = p.shape.kv_head_count();
-  const int64_t Nq = p.shape.Nq, Nk = p.shape.Nk;
+  const int64_t heads = s.heads(), kv_heads = s.kv_head_count();
+  const int64_t Nq = s.Nq, Nk = s.Nk;
   using Tr = hopper_bwd::BwdTraits<D>;
   hopper_bwd::BwdParams bp{};
-  bp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Tr::Br);
-  bp.do_map = sm90::tensor_map_3d(t.dO, e, D, Nq, heads, Tr::Br);
-  bp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, kv_heads, Tr::Bc);
-  bp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, kv_heads, Tr::Bc);
-  bp.dk_map = sm90::tensor_map_3d(t.dK, e, D, Nk, kv_heads, 64);  // one consumer warpgroup's keys
-  bp.dv_map = sm90::tensor_map_3d(t.dV, e, D, Nk, kv_heads, 64);
   bp.b = bwd_make_params(t);
-  bp.q_blocks = static_cast<int>((Nq + Tr::Br - 1) / Tr::Br);
-  const int64_t k_blocks = (Nk + Tr::Bc - 1) / Tr::Bc;
-  bp.kv_chunk = static_cast<int>(std::max<int64_t>(1, device_info().sms / k_blocks));
+  bp.lse_head_rows = packed ? bp.b.lse_rows : bp.b.Nq_pad;
+  bp.accum_head_rows = packed ? bp.b.total_q : bp.b.Nq;
+  bp.turn_head_blocks = static_cast<int>(turn_head_blocks(p));
+  bp.sms = device_info().sms;
+  int blocks = 0;  // a packed batch's grid (a dense one's is worked out by the launcher)
+  if (packed) {
+    blocks = packed_backward_maps<D>(
+        t, kDeterministic ? deterministic_maps_offset(p) : seq_maps_offset(p), bp);
+  } else {
+    bp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Tr::Br);
+    bp.do_map = sm90::tensor_map_3d(t.dO, e, D, Nq, heads, Tr::Br);
+    bp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, kv_heads, Tr::Bc);
+    bp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, kv_heads, Tr::Bc);
+    bp.dk_map = sm90::tensor_map_3d(t.dK, e, D, Nk, kv_heads, 64);  // a consumer warpgroup's keys
+    bp.dv_map = sm90::tensor_map_3d(t.dV, e, D, Nk, kv_heads, 64);
+    const int64_t k_blocks = (Nk + Tr::Bc - 1) / Tr::Bc;
+    bp.kv_chunk = static_cast<int>(std::max<int64_t>(1, bp.sms / k_blocks));
+  }
   auto st = static_cast<cudaStream_t>(t.stream);
   if constexpr (kDeterministic) {
     // Each split's first writer of a block stores, so the splits need no zeroing; the convert
@@ -319,13 +372,17 @@ void backward_for(const DeviceTensors& t) {
     // this kernel's: bwd_params.h).
     bp.b.dq_splits = static_cast<int>(dq_splits(p));
     bp.b.dq_strided = true;
-    bp.dq_turn = reinterpret_cast<int*>(bp.b.dQ_accum + bp.b.dq_splits * p.shape.q_elems());
+    bp.dq_turn =
+        reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + turns_offset(p));
     FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
   } else {
-    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, p.shape.q_elems() * 4, st));
+    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, s.q_elems() * 4, st));
   }
   launch_bwd_preprocess<T, D>(bp.b, t.stream);
-  hopper_bwd::launch_bwd<T, D, kDeterministic>(bp, st);
+  if (packed)
+    hopper_bwd::launch_bwd<T, D, kDeterministic, true>(bp, blocks, st);
+  else
+    hopper_bwd::launch_bwd<T, D, kDeterministic, false>(bp, 0, st);
   if constexpr (kDeterministic)
     launch_bwd_convert_dq<T, D>(bp.b, DqMode::split, bp.b.dq_splits, t.stream);
   else

@@ -29,7 +29,7 @@ struct FwdParams {
   int tiles;                  // q_blocks * B * H: the (head, Q block) tiles of the problem
   int* tile_counter;  // the dynamic tile order's counter (in the workspace), zeroed before launch
   // A packed batch only (the kernels of kPackedBatch; common/packed.h): the offsets, and what
-  // the map kernel (fwd_seq_maps.cuh) wrote into the workspace before the launch: sequence b's
+  // the map kernel (seq_maps.cuh) wrote into the workspace before the launch: sequence b's
   // tensor maps (q, k, v, o) at seq_maps[4 b ..], clipped at its last row; the sequences in the
   // order their tiles are numbered (most keys first) and where each one's tiles start.
   const int32_t* cu_q = nullptr;

@@ -22,7 +22,7 @@ CUtensorMap tensor_map_3d(const void* base, Elem16 type, int64_t cols, int64_t r
 // The same boxes over a packed batch's token-major tensor [rows, heads, cols] (common/packed.h):
 // dimensions (columns, rows, heads) still, with a row stride of heads * cols elements and a head
 // stride of cols. A template: the forward replaces its base and row extent per sequence on the
-// device (06_hopper/fwd_seq_maps.cuh), so that boxes are clipped at each sequence's end.
+// device (06_hopper/seq_maps.cuh), so that boxes are clipped at each sequence's end.
 CUtensorMap tensor_map_packed(const void* base, Elem16 type, int64_t cols, int64_t rows,
                               int64_t heads, int box_rows);
 
