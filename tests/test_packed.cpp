@@ -6,11 +6,13 @@
 //   - every twin on mixed lengths (1, 17, 128, 1000, 4097, and 0), with grouped heads, windows and
 //     the causal mask, against the fp64 reference within the budget of test_cpu_versions.cpp;
 //   - sequences of length 0; FLOPs counted per sequence; finite differences;
+//   - a walk over the sequences meets each once, with its offsets and its own problem;
 //   - the command line: bad lengths get one line and exit 2, a dump holds the packed tensors and
 //     the offsets, a report's config names the lengths and `verify` reruns it.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 
 #include "core/packed.h"
@@ -176,8 +178,8 @@ TEST(Packed, SequencesOfLengthZero) {
     EXPECT_EQ(g.dV[e], 0.0);
   }
   // The last sequence is a problem of its own: its rows match it run alone.
-  const Problem last = sequence_problem(p, 2);
-  const Forward alone = reference::forward(last, sequence_inputs(p, in, 2), false);
+  const Sequence last = sequence_at(p, 2);
+  const Forward alone = reference::forward(last.problem, sequence_inputs(p, in, last), false);
   EXPECT_TRUE(bitwise_equal(gather_rows(f.O, s.q_start(2), 4, s.H, s.d), alone.O));
   double sum = 0;
   for (double x : g.dK) sum += std::abs(x);
@@ -187,10 +189,7 @@ TEST(Packed, SequencesOfLengthZero) {
 TEST(Packed, FlopsAreCountedPerSequence) {
   const Problem p = packed_problem({100, 7, 300}, {50, 7, 300}, 4, 2, 64, true, -1, -1, DType::f16);
   double sum = 0;
-  for (int64_t b = 0; b < 3; ++b) {
-    const Problem one = sequence_problem(p, b);
-    sum += fwd_flops(one);
-  }
+  for (int64_t b = 0; b < 3; ++b) sum += fwd_flops(sequence_at(p, b).problem);
   EXPECT_EQ(fwd_flops(p), sum);
   // 100 queries over 50 keys, causal bottom-right: the last 50 rows see 1..50 keys, the first
   // 50 none; 7 x 7 causal; 300 x 300 causal: FA2's convention halves the full product.
@@ -239,6 +238,62 @@ TEST(Packed, BadLengthsGetOneLineAndExit2) {
   for (int n = 0; n < 4096; ++n) many += ",1";
   testing::expect_refused({{many.c_str(), "--seqlens gives more than 4096 sequences"}},
                           " --backend cpu");
+}
+
+// A walk over a batch meets sequence b once, in order, with the offsets the lengths before it sum
+// to, where its P starts, and a dense problem of its own: every setting of the batch, B = 1, its
+// lengths, and no list of lengths. sequence_at and cu_seqlens give the same offsets.
+TEST(Packed, AWalkMeetsEachSequenceOnceWithItsOffsets) {
+  std::mt19937 rng(4711);
+  std::vector<int64_t> lq(300), lk(300);
+  for (size_t b = 0; b < lq.size(); ++b) {
+    lq[b] = rng() % 3 == 0 ? 0 : rng() % 50;  // a third or more with no query rows
+    lk[b] = rng() % 60;
+  }
+  Problem p = packed_problem(lq, lk, 6, 2, 16, true, 9, 0, DType::bf16);
+  p.scale = 0.3;
+  const Shape& s = p.shape;
+  const std::vector<int32_t> cu_q = cu_seqlens(s.lens_q), cu_k = cu_seqlens(s.lens_k);
+  ASSERT_EQ(cu_q.size(), lq.size() + 1);
+  ASSERT_EQ(cu_k.size(), lk.size() + 1);
+  int64_t next = 0, p_elems = 0;
+  for_each_sequence(p, [&](const Sequence& q) {
+    ASSERT_EQ(q.b, next++);
+    EXPECT_EQ(q.q0, s.q_start(q.b));
+    EXPECT_EQ(q.k0, s.k_start(q.b));
+    EXPECT_EQ(q.q0, cu_q[q.b]);
+    EXPECT_EQ(q.k0, cu_k[q.b]);
+    EXPECT_EQ(q.p0, p_elems);
+    p_elems += s.H * lq[q.b] * lk[q.b];
+    const Problem& one = q.problem;
+    EXPECT_EQ(one.shape.B, 1);
+    EXPECT_EQ(one.shape.Nq, lq[q.b]);
+    EXPECT_EQ(one.shape.Nk, lk[q.b]);
+    EXPECT_EQ(q.empty(), lq[q.b] == 0 || lk[q.b] == 0);
+    EXPECT_FALSE(one.shape.packed());
+    EXPECT_EQ(one.shape.lens_k.size(), 0u);
+    EXPECT_EQ(one.shape.H, s.H);
+    EXPECT_EQ(one.shape.Hkv, s.Hkv);
+    EXPECT_EQ(one.shape.d, s.d);
+    EXPECT_EQ(one.causal, p.causal);
+    EXPECT_EQ(one.scale, p.scale);
+    EXPECT_EQ(one.dtype, p.dtype);
+    EXPECT_EQ(one.window_left, p.window_left);
+    EXPECT_EQ(one.window_right, p.window_right);
+  });
+  EXPECT_EQ(next, s.B);
+  EXPECT_EQ(p_elems, packed_p_elems(s));
+  EXPECT_EQ(cu_q.back(), s.total_q());
+  EXPECT_EQ(cu_k.back(), s.total_k());
+  for (const int64_t b : {int64_t{0}, int64_t{1}, s.B / 2, s.B - 1}) {
+    const Sequence q = sequence_at(p, b);
+    EXPECT_EQ(q.b, b);
+    EXPECT_EQ(q.q0, s.q_start(b));
+    EXPECT_EQ(q.k0, s.k_start(b));
+    EXPECT_EQ(q.problem.shape.Nq, lq[b]);
+    EXPECT_EQ(q.problem.shape.Nk, lk[b]);
+  }
+  EXPECT_THROW(sequence_at(p, s.B), std::invalid_argument);
 }
 
 // bench --varlen draws its lengths from the seed: the same seed, the same batch; another seed,
