@@ -6,20 +6,26 @@
 //   - every twin on mixed lengths (1, 17, 128, 1000, 4097, and 0), with grouped heads, windows and
 //     the causal mask, against the fp64 reference within the budget of test_cpu_versions.cpp;
 //   - sequences of length 0; FLOPs counted per sequence; finite differences;
-//   - a walk over the sequences meets each once, with its offsets and its own problem;
+//   - a walk over the sequences meets each once, with its offsets and its own problem, and 40,000
+//     short sequences run through every twin in seconds;
 //   - the command line: bad lengths get one line and exit 2, a dump holds the packed tensors and
 //     the offsets, a report's config names the lengths and `verify` reruns it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <iostream>
 #include <random>
 #include <string>
 
+#include "cli/common.h"
 #include "core/packed.h"
 #include "core/rng.h"
 #include "reference/attention.h"
 #include "run/config.h"
 #include "run/registry.h"
+#include "run/validate.h"
 #include "test_cli_helpers.h"
 #include "test_cpu_util.h"
 #include "util/npy.h"
@@ -227,17 +233,46 @@ TEST(Packed, BadLengthsGetOneLineAndExit2) {
       {"bench --varlen 6,0,300", "--varlen takes COUNT,MIN,MAX"},
       {"bench --varlen 6,300,20", "--varlen takes COUNT,MIN,MAX"},
       {"bench --varlen 6,20", "--varlen takes COUNT,MIN,MAX"},
+      {"bench --varlen 6,20,30,40", "--varlen takes COUNT,MIN,MAX"},
       {"bench --seqlens 3,5 --varlen 1,2,3", "--seqlens and --varlen each give"},
       {"bench --varlen 2,5,9 -N 64", "leave out -N and --tokens"},
-      {"bench --varlen 5000,5,9", "--varlen takes COUNT,MIN,MAX: 1..4096 sequences"},
-
   };
   testing::expect_refused(cases, " --backend cpu");
-  // More sequences than the CPU side walks one by one (kMaxSequences).
-  std::string many = "run --seqlens 1";
-  for (int n = 0; n < 4096; ++n) many += ",1";
-  testing::expect_refused({{many.c_str(), "--seqlens gives more than 4096 sequences"}},
+
+  // More sequences than a packed batch holds (kMaxSequences), and a count whose shortest draw
+  // holds more tokens than a packed batch, are refused before anything is drawn; sequences times
+  // heads are held to a dense batch's B*H.
+  const std::string over = fmt::format("bench --varlen {},5,9", kMaxSequences + 1);
+  const std::string over_text =
+      fmt::format("--varlen takes COUNT,MIN,MAX: 1..{} sequences", kMaxSequences);
+  const int64_t too_short = kMaxPackedTokens / kMaxSequences + 1;
+  const std::string heavy = fmt::format("bench --varlen {},{},99", kMaxSequences, too_short);
+  const std::string heavy_text =
+      fmt::format("are more than the {} tokens a packed batch holds", kMaxPackedTokens);
+  const int64_t B = 40000, H = kMaxBatchHeads / B + 1;
+  std::string wide = fmt::format("run -H {} --seqlens 1", H);
+  for (int64_t b = 1; b < B; ++b) wide += ",1";
+  const std::string wide_text = fmt::format(
+      "B*H must be at most {} (got {}: {} sequences x {} heads)", kMaxBatchHeads, B * H, B, H);
+  testing::expect_refused({{over.c_str(), over_text.c_str()},
+                           {heavy.c_str(), heavy_text.c_str()},
+                           {wide.c_str(), wide_text.c_str()}},
                           " --backend cpu");
+  // A --seqlens list of more than kMaxSequences does not fit on a command line (the kernel caps
+  // one argument at 128 KiB), so its count is checked on the parser itself: before a length is
+  // kept.
+  std::string many = "1";
+  many.reserve(2 * static_cast<size_t>(kMaxSequences) + 1);
+  for (int64_t n = 0; n < kMaxSequences; ++n) many += ",1";
+  try {
+    cli::parse_seqlens(many, "--seqlens");
+    ADD_FAILURE() << "a list of " << kMaxSequences + 1 << " lengths was taken";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("--seqlens gives more than {} sequences", kMaxSequences));
+  }
+  many.resize(many.size() - 2);  // kMaxSequences lengths: taken
+  EXPECT_EQ(cli::parse_seqlens(many, "--seqlens").size(), static_cast<size_t>(kMaxSequences));
 }
 
 // A walk over a batch meets sequence b once, in order, with the offsets the lengths before it sum
@@ -294,6 +329,33 @@ TEST(Packed, AWalkMeetsEachSequenceOnceWithItsOffsets) {
     EXPECT_EQ(q.problem.shape.Nk, lk[b]);
   }
   EXPECT_THROW(sequence_at(p, s.B), std::invalid_argument);
+}
+
+// 40,000 short sequences (lengths 0..6, drawn by a seed) through the reference, every twin and the
+// error budget: the walk is linear in the sequences, so this takes a few seconds (when each
+// sequence summed its offsets afresh and copied every length, it took minutes).
+TEST(Packed, ManyShortSequencesRunInSeconds) {
+  constexpr int kSequences = 40000;
+  std::mt19937 rng(90210);
+  std::string lens = std::to_string(rng() % 7);
+  for (int b = 1; b < kSequences; ++b) {
+    lens += ',';
+    lens += std::to_string(rng() % 7);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const testing::CliResult r = testing::run_cli(
+      "run --backend cpu --dtype bf16 -H 2 --heads-kv 1 -d 8 --causal --window 3,0 --repeats 1 "
+      "--warmup 0 --versions all --json - --seqlens " +
+      lens);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"ok\": true"), std::string::npos);
+  EXPECT_EQ(r.out.find("\"ok\": false"), std::string::npos);
+  EXPECT_NE(r.out.find(fmt::format("packed {} sequences, lengths 0..6", kSequences)),
+            std::string::npos);
+  EXPECT_LT(seconds, 60.0) << "a walk over " << kSequences << " sequences";
+  std::cout << kSequences << " sequences: " << seconds << " s\n";
 }
 
 // bench --varlen draws its lengths from the seed: the same seed, the same batch; another seed,
