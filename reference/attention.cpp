@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -291,14 +292,12 @@ namespace {
 // inputs and dense work at a time: the largest.
 template <class F>
 int64_t packed_peak(const Problem& p, int64_t whole, F&& one_peak) {
-  const Shape& s = p.shape;
   int64_t most = 0;
-  for (int64_t b = 0; b < s.B; ++b) {
-    const Problem one = sequence_problem(p, b);
-    if (one.shape.Nq < 1 || one.shape.Nk < 1) continue;
-    const Shape& o = one.shape;
-    most = std::max(most, 8 * (2 * o.q_elems() + 2 * o.kv_elems()) + one_peak(one));
-  }
+  for_each_sequence(p, [&](const Sequence& q) {
+    if (q.empty()) return;
+    const Shape& o = q.problem.shape;
+    most = std::max(most, 8 * (2 * o.q_elems() + 2 * o.kv_elems()) + one_peak(q.problem));
+  });
   return whole + most;
 }
 
@@ -308,7 +307,7 @@ int64_t forward_peak_bytes(const Problem& p, int acc_bytes, bool keep_P) {
   const Shape& s = p.shape;
   if (s.packed())
     return packed_peak(
-        p, 8 * (s.q_elems() + s.lse_elems()) + (keep_P ? 8 * p_start(s, s.B) : 0),
+        p, 8 * (s.q_elems() + s.lse_elems()) + (keep_P ? 8 * packed_p_elems(s) : 0),
         [&](const Problem& one) { return forward_peak_bytes(one, acc_bytes, keep_P); });
   const int64_t threads = worth_threads(p) ? omp_get_max_threads() : 1;
   int64_t bytes = 8 * (s.q_elems() + s.lse_elems());                    // O, LSE
@@ -345,15 +344,17 @@ double finite_difference(const Problem& p, const Inputs& in, char which, int64_t
   if (s.packed()) {  // the element's sequence, and its place in that sequence's dense layout
     const int64_t heads = which == 'Q' ? s.H : s.kv_heads();
     const int64_t token = index / (heads * s.d), h = (index / s.d) % heads, c = index % s.d;
-    int64_t b = 0;
-    while (b + 1 < s.B && (which == 'Q' ? s.q_start(b + 1) : s.k_start(b + 1)) <= token) ++b;
-    const int64_t r = token - (which == 'Q' ? s.q_start(b) : s.k_start(b));
-    const int64_t len = which == 'Q' ? s.len_q(b) : s.len_k(b);
-    if (index < 0 || r < 0 || r >= len)
-      throw std::invalid_argument("finite_difference: index out of range");
-    const Problem one = sequence_problem(p, b);
-    if (one.shape.Nq < 1 || one.shape.Nk < 1) return 0.0;  // nothing reads it
-    return finite_difference(one, sequence_inputs(p, in, b), which, (h * len + r) * s.d + c, eps);
+    std::optional<Sequence> at;  // the sequence that holds the token (one of length 0 holds none)
+    for_each_sequence(p, [&](const Sequence& q) {
+      const int64_t start = which == 'Q' ? q.q0 : q.k0, len = which == 'Q' ? q.len_q() : q.len_k();
+      if (!at && token >= start && token < start + len) at = q;
+    });
+    if (index < 0 || !at) throw std::invalid_argument("finite_difference: index out of range");
+    if (at->empty()) return 0.0;  // nothing reads it
+    const int64_t r = token - (which == 'Q' ? at->q0 : at->k0);
+    const int64_t len = which == 'Q' ? at->len_q() : at->len_k();
+    return finite_difference(at->problem, sequence_inputs(p, in, *at), which,
+                             (h * len + r) * s.d + c, eps);
   }
   const int64_t q_head = s.Nq * s.d, kv_head = s.Nk * s.d;
   const HostTensor* target = which == 'Q'   ? &in.Q
@@ -393,10 +394,11 @@ HostTensor rowsum_o_do(const Problem& p, const Inputs& in, const Forward& fwd) {
   const Shape& s = p.shape;
   HostTensor D(static_cast<size_t>(s.lse_elems()), 0.0);
   if (s.packed()) {  // O, dO [total, H, d]; D [H, total]
-    for (int64_t t = 0; t < s.total_q(); ++t)
+    const int64_t total = s.total_q();
+    for (int64_t t = 0; t < total; ++t)
       for (int64_t h = 0; h < s.H; ++h)
         for (int64_t k = 0; k < s.d; ++k)
-          D[h * s.total_q() + t] += fwd.O[(t * s.H + h) * s.d + k] * in.dO[(t * s.H + h) * s.d + k];
+          D[h * total + t] += fwd.O[(t * s.H + h) * s.d + k] * in.dO[(t * s.H + h) * s.d + k];
     return D;
   }
   for (int64_t r = 0; r < s.lse_elems(); ++r)
@@ -408,14 +410,14 @@ HostTensor rowsum_p_dp(const Problem& p, const Inputs& in, const Forward& fwd) {
   const Shape& s = p.shape;
   if (s.packed()) {
     HostTensor D(static_cast<size_t>(s.lse_elems()), 0.0);
-    for (int64_t b = 0; b < s.B; ++b) {
-      const Problem one = sequence_problem(p, b);
-      if (one.shape.Nq < 1 || one.shape.Nk < 1) continue;
+    const int64_t total = s.total_q();
+    for_each_sequence(p, [&](const Sequence& q) {
+      if (q.empty()) return;
       Forward f;
-      f.P.assign(fwd.P.begin() + p_start(s, b), fwd.P.begin() + p_start(s, b + 1));
-      scatter_lse(rowsum_p_dp(one, sequence_inputs(p, in, b), f), s.total_q(), s.q_start(b),
-                  one.shape.Nq, s.H, D);
-    }
+      f.P.assign(fwd.P.begin() + q.p0, fwd.P.begin() + q.p0 + s.H * q.len_q() * q.len_k());
+      scatter_lse(rowsum_p_dp(q.problem, sequence_inputs(p, in, q), f), total, q.q0, q.len_q(), s.H,
+                  D);
+    });
     return D;
   }
   if (fwd.P.size() != static_cast<size_t>(s.heads() * s.Nq * s.Nk))

@@ -6,18 +6,26 @@
 //   - every twin on mixed lengths (1, 17, 128, 1000, 4097, and 0), with grouped heads, windows and
 //     the causal mask, against the fp64 reference within the budget of test_cpu_versions.cpp;
 //   - sequences of length 0; FLOPs counted per sequence; finite differences;
+//   - a walk over the sequences meets each once, with its offsets and its own problem, and 40,000
+//     short sequences run through every twin in seconds;
 //   - the command line: bad lengths get one line and exit 2, a dump holds the packed tensors and
 //     the offsets, a report's config names the lengths and `verify` reruns it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <iostream>
+#include <random>
 #include <string>
 
+#include "cli/common.h"
 #include "core/packed.h"
 #include "core/rng.h"
 #include "reference/attention.h"
 #include "run/config.h"
 #include "run/registry.h"
+#include "run/validate.h"
 #include "test_cli_helpers.h"
 #include "test_cpu_util.h"
 #include "util/npy.h"
@@ -176,8 +184,8 @@ TEST(Packed, SequencesOfLengthZero) {
     EXPECT_EQ(g.dV[e], 0.0);
   }
   // The last sequence is a problem of its own: its rows match it run alone.
-  const Problem last = sequence_problem(p, 2);
-  const Forward alone = reference::forward(last, sequence_inputs(p, in, 2), false);
+  const Sequence last = sequence_at(p, 2);
+  const Forward alone = reference::forward(last.problem, sequence_inputs(p, in, last), false);
   EXPECT_TRUE(bitwise_equal(gather_rows(f.O, s.q_start(2), 4, s.H, s.d), alone.O));
   double sum = 0;
   for (double x : g.dK) sum += std::abs(x);
@@ -187,10 +195,7 @@ TEST(Packed, SequencesOfLengthZero) {
 TEST(Packed, FlopsAreCountedPerSequence) {
   const Problem p = packed_problem({100, 7, 300}, {50, 7, 300}, 4, 2, 64, true, -1, -1, DType::f16);
   double sum = 0;
-  for (int64_t b = 0; b < 3; ++b) {
-    const Problem one = sequence_problem(p, b);
-    sum += fwd_flops(one);
-  }
+  for (int64_t b = 0; b < 3; ++b) sum += fwd_flops(sequence_at(p, b).problem);
   EXPECT_EQ(fwd_flops(p), sum);
   // 100 queries over 50 keys, causal bottom-right: the last 50 rows see 1..50 keys, the first
   // 50 none; 7 x 7 causal; 300 x 300 causal: FA2's convention halves the full product.
@@ -228,17 +233,129 @@ TEST(Packed, BadLengthsGetOneLineAndExit2) {
       {"bench --varlen 6,0,300", "--varlen takes COUNT,MIN,MAX"},
       {"bench --varlen 6,300,20", "--varlen takes COUNT,MIN,MAX"},
       {"bench --varlen 6,20", "--varlen takes COUNT,MIN,MAX"},
+      {"bench --varlen 6,20,30,40", "--varlen takes COUNT,MIN,MAX"},
       {"bench --seqlens 3,5 --varlen 1,2,3", "--seqlens and --varlen each give"},
       {"bench --varlen 2,5,9 -N 64", "leave out -N and --tokens"},
-      {"bench --varlen 5000,5,9", "--varlen takes COUNT,MIN,MAX: 1..4096 sequences"},
-
   };
   testing::expect_refused(cases, " --backend cpu");
-  // More sequences than the CPU side walks one by one (kMaxSequences).
-  std::string many = "run --seqlens 1";
-  for (int n = 0; n < 4096; ++n) many += ",1";
-  testing::expect_refused({{many.c_str(), "--seqlens gives more than 4096 sequences"}},
+
+  // More sequences than a packed batch holds (kMaxSequences), and a count whose shortest draw
+  // holds more tokens than a packed batch, are refused before anything is drawn; sequences times
+  // heads are held to a dense batch's B*H.
+  const std::string over = fmt::format("bench --varlen {},5,9", kMaxSequences + 1);
+  const std::string over_text =
+      fmt::format("--varlen takes COUNT,MIN,MAX: 1..{} sequences", kMaxSequences);
+  const int64_t too_short = kMaxPackedTokens / kMaxSequences + 1;
+  const std::string heavy = fmt::format("bench --varlen {},{},99", kMaxSequences, too_short);
+  const std::string heavy_text =
+      fmt::format("are more than the {} tokens a packed batch holds", kMaxPackedTokens);
+  const int64_t B = 40000, H = kMaxBatchHeads / B + 1;
+  std::string wide = fmt::format("run -H {} --seqlens 1", H);
+  for (int64_t b = 1; b < B; ++b) wide += ",1";
+  const std::string wide_text = fmt::format(
+      "B*H must be at most {} (got {}: {} sequences x {} heads)", kMaxBatchHeads, B * H, B, H);
+  testing::expect_refused({{over.c_str(), over_text.c_str()},
+                           {heavy.c_str(), heavy_text.c_str()},
+                           {wide.c_str(), wide_text.c_str()}},
                           " --backend cpu");
+  // A --seqlens list of more than kMaxSequences does not fit on a command line (the kernel caps
+  // one argument at 128 KiB), so its count is checked on the parser itself: before a length is
+  // kept.
+  std::string many = "1";
+  many.reserve(2 * static_cast<size_t>(kMaxSequences) + 1);
+  for (int64_t n = 0; n < kMaxSequences; ++n) many += ",1";
+  try {
+    cli::parse_seqlens(many, "--seqlens");
+    ADD_FAILURE() << "a list of " << kMaxSequences + 1 << " lengths was taken";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("--seqlens gives more than {} sequences", kMaxSequences));
+  }
+  many.resize(many.size() - 2);  // kMaxSequences lengths: taken
+  EXPECT_EQ(cli::parse_seqlens(many, "--seqlens").size(), static_cast<size_t>(kMaxSequences));
+}
+
+// A walk over a batch meets sequence b once, in order, with the offsets the lengths before it sum
+// to, where its P starts, and a dense problem of its own: every setting of the batch, B = 1, its
+// lengths, and no list of lengths. sequence_at and cu_seqlens give the same offsets.
+TEST(Packed, AWalkMeetsEachSequenceOnceWithItsOffsets) {
+  std::mt19937 rng(4711);
+  std::vector<int64_t> lq(300), lk(300);
+  for (size_t b = 0; b < lq.size(); ++b) {
+    lq[b] = rng() % 3 == 0 ? 0 : rng() % 50;  // a third or more with no query rows
+    lk[b] = rng() % 60;
+  }
+  Problem p = packed_problem(lq, lk, 6, 2, 16, true, 9, 0, DType::bf16);
+  p.scale = 0.3;
+  const Shape& s = p.shape;
+  const std::vector<int32_t> cu_q = cu_seqlens(s.lens_q), cu_k = cu_seqlens(s.lens_k);
+  ASSERT_EQ(cu_q.size(), lq.size() + 1);
+  ASSERT_EQ(cu_k.size(), lk.size() + 1);
+  int64_t next = 0, p_elems = 0;
+  for_each_sequence(p, [&](const Sequence& q) {
+    ASSERT_EQ(q.b, next++);
+    EXPECT_EQ(q.q0, s.q_start(q.b));
+    EXPECT_EQ(q.k0, s.k_start(q.b));
+    EXPECT_EQ(q.q0, cu_q[q.b]);
+    EXPECT_EQ(q.k0, cu_k[q.b]);
+    EXPECT_EQ(q.p0, p_elems);
+    p_elems += s.H * lq[q.b] * lk[q.b];
+    const Problem& one = q.problem;
+    EXPECT_EQ(one.shape.B, 1);
+    EXPECT_EQ(one.shape.Nq, lq[q.b]);
+    EXPECT_EQ(one.shape.Nk, lk[q.b]);
+    EXPECT_EQ(q.empty(), lq[q.b] == 0 || lk[q.b] == 0);
+    EXPECT_FALSE(one.shape.packed());
+    EXPECT_EQ(one.shape.lens_k.size(), 0u);
+    EXPECT_EQ(one.shape.H, s.H);
+    EXPECT_EQ(one.shape.Hkv, s.Hkv);
+    EXPECT_EQ(one.shape.d, s.d);
+    EXPECT_EQ(one.causal, p.causal);
+    EXPECT_EQ(one.scale, p.scale);
+    EXPECT_EQ(one.dtype, p.dtype);
+    EXPECT_EQ(one.window_left, p.window_left);
+    EXPECT_EQ(one.window_right, p.window_right);
+  });
+  EXPECT_EQ(next, s.B);
+  EXPECT_EQ(p_elems, packed_p_elems(s));
+  EXPECT_EQ(cu_q.back(), s.total_q());
+  EXPECT_EQ(cu_k.back(), s.total_k());
+  for (const int64_t b : {int64_t{0}, int64_t{1}, s.B / 2, s.B - 1}) {
+    const Sequence q = sequence_at(p, b);
+    EXPECT_EQ(q.b, b);
+    EXPECT_EQ(q.q0, s.q_start(b));
+    EXPECT_EQ(q.k0, s.k_start(b));
+    EXPECT_EQ(q.problem.shape.Nq, lq[b]);
+    EXPECT_EQ(q.problem.shape.Nk, lk[b]);
+  }
+  EXPECT_THROW(sequence_at(p, s.B), std::invalid_argument);
+}
+
+// 40,000 short sequences (lengths 0..6, drawn by a seed) through the reference, every twin and the
+// error budget: the walk is linear in the sequences, so this takes a few seconds (when each
+// sequence summed its offsets afresh and copied every length, it took minutes).
+TEST(Packed, ManyShortSequencesRunInSeconds) {
+  constexpr int kSequences = 40000;
+  std::mt19937 rng(90210);
+  std::string lens = std::to_string(rng() % 7);
+  for (int b = 1; b < kSequences; ++b) {
+    lens += ',';
+    lens += std::to_string(rng() % 7);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const testing::CliResult r = testing::run_cli(
+      "run --backend cpu --dtype bf16 -H 2 --heads-kv 1 -d 8 --causal --window 3,0 --repeats 1 "
+      "--warmup 0 --versions all --json - --seqlens " +
+      lens);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"ok\": true"), std::string::npos);
+  EXPECT_EQ(r.out.find("\"ok\": false"), std::string::npos);
+  EXPECT_NE(r.out.find(fmt::format("packed {} sequences, lengths 0..6", kSequences)),
+            std::string::npos);
+  EXPECT_LT(seconds, 60.0) << "a walk over " << kSequences << " sequences";
+  std::cout << kSequences << " sequences: " << seconds << " s\n";
 }
 
 // bench --varlen draws its lengths from the seed: the same seed, the same batch; another seed,

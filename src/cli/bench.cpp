@@ -44,7 +44,8 @@ std::vector<T> once_each(const std::vector<T>& v) {
   return out;
 }
 
-// --varlen COUNT,MIN,MAX: COUNT lengths drawn from MIN..MAX by the seed.
+// --varlen COUNT,MIN,MAX: COUNT lengths drawn from MIN..MAX by the seed. A COUNT whose shortest
+// draw would not fit in a packed batch is refused before anything is drawn.
 std::vector<int64_t> parse_varlen(const std::string& value, uint64_t seed) {
   const auto bad = [&] {
     return UsageError(
@@ -52,13 +53,23 @@ std::vector<int64_t> parse_varlen(const std::string& value, uint64_t seed) {
                     "MIN..MAX drawn by the seed, 1 <= MIN <= MAX <= {} (got '{}')",
                     kMaxSequences, kMaxN, value));
   };
-  std::vector<int64_t> x;
-  try {
-    x = parse_seqlens(value, "--varlen");
-  } catch (const UsageError&) {
-    throw bad();
+  int64_t x[3];
+  size_t start = 0;
+  for (int i = 0; i < 3; ++i) {  // three integers, each of at most 8 digits
+    const size_t comma = value.find(',', start);
+    if ((comma != std::string::npos) != (i < 2)) throw bad();
+    const std::string t = value.substr(start, i < 2 ? comma - start : std::string::npos);
+    if (t.empty() || t.size() > 8 || t.find_first_not_of("0123456789") != std::string::npos)
+      throw bad();
+    x[i] = std::stoll(t);
+    start = comma + 1;
   }
-  if (x.size() != 3 || x[0] < 1 || x[0] > kMaxSequences || x[1] < 1 || x[1] > x[2]) throw bad();
+  if (x[0] < 1 || x[0] > kMaxSequences || x[1] < 1 || x[1] > x[2] || x[2] > kMaxN) throw bad();
+  if (x[0] * x[1] > kMaxPackedTokens)
+    throw UsageError(fmt::format(
+        "--varlen {}: {} sequences of at least {} tokens each are more than the {} tokens a "
+        "packed batch holds",
+        value, x[0], x[1], kMaxPackedTokens));
   return seeded_lengths(seed, x[0], x[1], x[2]);
 }
 

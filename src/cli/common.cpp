@@ -158,6 +158,9 @@ std::vector<int64_t> parse_seqlens(const std::string& value, const char* option)
         fmt::format("{} takes the sequences' lengths, comma-separated integers 0..{} (got '{}')",
                     option, kMaxN, value));
   };
+  // Counted before anything is kept for them.
+  if (std::count(value.begin(), value.end(), ',') >= kMaxSequences)
+    throw UsageError(fmt::format("{} gives more than {} sequences", option, kMaxSequences));
   std::vector<int64_t> lens;
   size_t start = 0;
   while (true) {
@@ -168,8 +171,6 @@ std::vector<int64_t> parse_seqlens(const std::string& value, const char* option)
     const int64_t x = std::stoll(t);
     if (x > kMaxN) throw bad();
     lens.push_back(x);
-    if (lens.size() > static_cast<size_t>(kMaxSequences))
-      throw UsageError(fmt::format("{} gives more than {} sequences", option, kMaxSequences));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

@@ -39,7 +39,8 @@ struct Shape {
   int64_t len_q(int64_t b) const { return packed() ? lens_q[b] : Nq; }
   int64_t len_k(int64_t b) const { return packed() ? lens_k[b] : Nk; }
   // The first query row (key) of sequence b, counted in tokens over the batch: q_start(B) is the
-  // batch's query tokens in all.
+  // batch's query tokens in all. Each call sums the lengths before b; a walk over the sequences
+  // keeps running offsets instead (core/packed.h: for_each_sequence).
   int64_t q_start(int64_t b) const { return start_of(lens_q, b, Nq); }
   int64_t k_start(int64_t b) const { return start_of(lens_k, b, Nk); }
   int64_t total_q() const { return q_start(B); }

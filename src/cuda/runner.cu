@@ -24,6 +24,7 @@
 
 #include "core/cuda_check.h"
 #include "core/dtype.h"
+#include "core/packed.h"
 #include "cuda/l2_flush.h"
 #include "cuda/runner.h"
 
@@ -223,8 +224,9 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   // A packed batch: its cumulative offsets, queries then keys, B + 1 each.
   std::vector<int32_t> offsets;
   if (p.shape.packed()) {
-    for (int64_t b = 0; b <= p.shape.B; ++b) offsets.push_back(int32_t(p.shape.q_start(b)));
-    for (int64_t b = 0; b <= p.shape.B; ++b) offsets.push_back(int32_t(p.shape.k_start(b)));
+    offsets = cu_seqlens(p.shape.lens_q);
+    const std::vector<int32_t> keys = cu_seqlens(p.shape.lens_k);
+    offsets.insert(offsets.end(), keys.begin(), keys.end());
     cu.allocate(4 * offsets.size(), allocated);
   }
   std::optional<L2Flush> l2;

@@ -201,20 +201,21 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
     if (!s.packed()) {
       est = rounding_floor(p, in, ref_fwd, ref_grads, u_acc);
     } else {  // sequence by sequence, the largest estimate of each output
-      for (int64_t q = 0; q < s.B; ++q) {
-        const Problem one = sequence_problem(p, q);
-        if (one.shape.Nq < 1 || one.shape.Nk < 1) continue;
-        const int64_t q0 = s.q_start(q), k0 = s.k_start(q), tq = s.total_q();
+      const int64_t tq = s.total_q();
+      for_each_sequence(p, [&](const Sequence& q) {
+        if (q.empty()) return;
+        const int64_t lq = q.len_q(), lk = q.len_k();
         Forward f;
-        f.O = gather_rows(ref_fwd.O, q0, one.shape.Nq, s.H, s.d);
-        f.LSE = gather_lse(ref_fwd.LSE, tq, q0, one.shape.Nq, s.H);
+        f.O = gather_rows(ref_fwd.O, q.q0, lq, s.H, s.d);
+        f.LSE = gather_lse(ref_fwd.LSE, tq, q.q0, lq, s.H);
         Gradients g;
-        g.dQ = gather_rows(ref_grads.dQ, q0, one.shape.Nq, s.H, s.d);
-        g.dK = gather_rows(ref_grads.dK, k0, one.shape.Nk, s.kv_heads(), s.d);
-        g.dV = gather_rows(ref_grads.dV, k0, one.shape.Nk, s.kv_heads(), s.d);
-        const std::vector<double> e = rounding_floor(one, sequence_inputs(p, in, q), f, g, u_acc);
+        g.dQ = gather_rows(ref_grads.dQ, q.q0, lq, s.H, s.d);
+        g.dK = gather_rows(ref_grads.dK, q.k0, lk, s.kv_heads(), s.d);
+        g.dV = gather_rows(ref_grads.dV, q.k0, lk, s.kv_heads(), s.d);
+        const std::vector<double> e =
+            rounding_floor(q.problem, sequence_inputs(p, in, q), f, g, u_acc);
         for (int x = 0; x < 5; ++x) est[x] = std::max(est[x], e[x]);
-      }
+      });
     }
     int x = 0;
     for (const char* name : {"O", "LSE", "dQ", "dK", "dV"})

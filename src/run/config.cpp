@@ -14,7 +14,7 @@ double fwd_flops(const Problem& p) {
   const Shape& s = p.shape;
   if (s.packed()) {  // counted sequence by sequence: a packed batch pays for no padding
     double f = 0;
-    for (int64_t b = 0; b < s.B; ++b) f += fwd_flops(sequence_problem(p, b));
+    for_each_sequence(p, [&](const Sequence& q) { f += fwd_flops(q.problem); });
     return f;
   }
   if (p.windowed()) {

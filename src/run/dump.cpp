@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <set>
 
+#include "core/packed.h"
 #include "run/validate.h"
 #include "util/error.h"
 #include "util/format.h"
@@ -121,9 +122,7 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
   };
   if (s.packed()) {
     for (const bool keys : {false, true}) {
-      std::vector<int32_t> cu;
-      for (int64_t b = 0; b <= s.B; ++b)
-        cu.push_back(static_cast<int32_t>(keys ? s.k_start(b) : s.q_start(b)));
+      const std::vector<int32_t> cu = cu_seqlens(keys ? s.lens_k : s.lens_q);
       const std::string name = keys ? "cu_seqlens_k" : "cu_seqlens_q";
       dir.write(name + ".npy", npy_int32_bytes(cu));
       entries.push_back({{"file", name + ".npy"},

@@ -25,7 +25,7 @@ double outcome_bytes(const VersionInfo& v, const Shape& s) {
 
 // Elements of P for the whole problem (a packed batch: its sequences' own, one after another).
 double p_elems(const Shape& s) {
-  return s.packed() ? static_cast<double>(p_start(s, s.B))
+  return s.packed() ? static_cast<double>(packed_p_elems(s))
                     : static_cast<double>(s.heads()) * s.Nq * s.Nk;
 }
 
@@ -34,13 +34,12 @@ double p_elems(const Shape& s) {
 double scratch_bytes(const VersionInfo& v, const Problem& p, const CpuOptions& o) {
   if (!p.shape.packed()) return static_cast<double>(v.cpu_scratch_bytes(p, o));
   double most = 0;
-  for (int64_t b = 0; b < p.shape.B; ++b) {
-    const Problem one = sequence_problem(p, b);
-    if (one.shape.Nq < 1 || one.shape.Nk < 1) continue;
-    const Shape& t = one.shape;
-    most = std::max(most, static_cast<double>(v.cpu_scratch_bytes(one, o)) +
+  for_each_sequence(p, [&](const Sequence& q) {
+    if (q.empty()) return;
+    const Shape& t = q.problem.shape;
+    most = std::max(most, static_cast<double>(v.cpu_scratch_bytes(q.problem, o)) +
                               16.0 * (2 * t.q_elems() + 2 * t.kv_elems() + t.lse_elems()));
-  }
+  });
   return most;
 }
 

@@ -120,6 +120,26 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
 
 const char* kOutputs[] = {"O", "LSE", "dQ", "dK", "dV"};
 
+// A packed batch in a table's title: its lengths, "packed 1,17,0 (keys 5,17,9)"; a batch of more
+// than kListedSequences by its count and range, "packed 20000 sequences, lengths 0..6, 59874 tokens
+// (keys ...)" (the report's config holds every length).
+constexpr size_t kListedSequences = 32;
+
+std::string packed_lengths_text(const Shape& s) {
+  if (s.lens_q.size() <= kListedSequences)
+    return s.lens_q == s.lens_k ? fmt::format("packed {}", fmt::join(s.lens_q, ","))
+                                : fmt::format("packed {} (keys {})", fmt::join(s.lens_q, ","),
+                                              fmt::join(s.lens_k, ","));
+  const auto summary = [](const std::vector<int64_t>& lens, int64_t tokens) {
+    const auto [lo, hi] = std::minmax_element(lens.begin(), lens.end());
+    return fmt::format("lengths {}..{}, {} tokens", *lo, *hi, tokens);
+  };
+  const std::string queries = summary(s.lens_q, s.total_q());
+  return s.lens_q == s.lens_k ? fmt::format("packed {} sequences, {}", s.B, queries)
+                              : fmt::format("packed {} sequences, {} (keys {})", s.B, queries,
+                                            summary(s.lens_k, s.total_k()));
+}
+
 }  // namespace
 
 // O and LSE for the backward-only versions: the registry's feeding forward (tiled) on the same
@@ -258,11 +278,7 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   rep.config["error_budget"] = budget_json(r.budget);
 
   const std::string lengths =
-      !p.shape.packed() ? fmt::format("B={} ", p.shape.B)
-      : p.shape.lens_q == p.shape.lens_k
-          ? fmt::format("packed {} ", fmt::join(p.shape.lens_q, ","))
-          : fmt::format("packed {} (keys {}) ", fmt::join(p.shape.lens_q, ","),
-                        fmt::join(p.shape.lens_k, ","));
+      !p.shape.packed() ? fmt::format("B={} ", p.shape.B) : packed_lengths_text(p.shape) + " ";
   const std::string dims = p.shape.packed() ? fmt::format("H={} d={}", p.shape.H, p.shape.d)
                                             : fmt::format("H={} Nq={} Nk={} d={}", p.shape.H,
                                                           p.shape.Nq, p.shape.Nk, p.shape.d);

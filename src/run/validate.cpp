@@ -50,9 +50,9 @@ void check_packed(const Problem& p) {
   if (!any)
     throw UsageError(
         "the packed batch has no sequence with both query rows and keys: nothing to compute");
-  if (s.total_q() > kMaxN * 16 || s.total_k() > kMaxN * 16)
+  if (s.total_q() > kMaxPackedTokens || s.total_k() > kMaxPackedTokens)
     throw UsageError(fmt::format("a packed batch holds at most {} tokens (got {} queries, {} keys)",
-                                 kMaxN * 16, s.total_q(), s.total_k()));
+                                 kMaxPackedTokens, s.total_q(), s.total_k()));
 }
 
 std::vector<const VersionInfo*> parse_versions(const std::string& list) {
@@ -143,7 +143,9 @@ void validate_run(const RunConfig& c) {
   check_range("B", s.B, 1, kMaxBatchHeads);
   check_range("H", s.H, 1, kMaxBatchHeads);
   if (s.B * s.H > kMaxBatchHeads)
-    throw UsageError(fmt::format("B*H must be at most {} (got {})", kMaxBatchHeads, s.B * s.H));
+    throw UsageError(fmt::format(
+        "B*H must be at most {} (got {}{})", kMaxBatchHeads, s.B * s.H,
+        s.packed() ? fmt::format(": {} sequences x {} heads", s.B, s.H) : std::string()));
   check_range("Nq", s.Nq, 1, kMaxN);
   check_range("Nk", s.Nk, 1, kMaxN);
   check_range("d", s.d, 1, kMaxHeadDim);
@@ -219,6 +221,8 @@ double estimate_dump_bytes(const RunConfig& c) {
   double bytes = (2 * q + 2 * kv) * eb;     // inputs
   bytes += (2 * q + 2 * kv) * 8 + lse * 8;  // reference O, dQ, dK, dV, LSE in fp64
   bytes += c.versions.size() * ((2 * q + 2 * kv) * eb + lse * lse_b);
+  // A packed batch: its int32 offsets, and its lengths in index.json's config (a line each).
+  if (s.packed()) bytes += 2 * (4.0 + 24.0) * static_cast<double>(s.B + 1);
   return bytes + 4096.0 * (8 + 5 * c.versions.size());  // headers and index.json
 }
 

@@ -15,8 +15,14 @@ inline constexpr int64_t kMaxN = int64_t{1} << 20;
 inline constexpr int64_t kMaxHeadDim = 256;
 inline constexpr int64_t kMaxHidden = int64_t{1} << 16;      // bench: H * d
 inline constexpr int64_t kMaxBatchHeads = int64_t{1} << 20;  // B*H
-// Sequences of a packed batch: the CPU side walks them one by one, each a problem of its own.
-inline constexpr int64_t kMaxSequences = 4096;
+// Tokens of a packed batch, of queries and of keys alike: the host keeps several fp64 copies of
+// every tensor; the int32 offsets (FA's cu_seqlens) would allow up to 2^31.
+inline constexpr int64_t kMaxPackedTokens = kMaxN * 16;
+// Sequences of a packed batch: its B, held to the same B and B*H as a dense batch's. A sequence
+// costs little else (two lengths on the host, two int32 offsets on the device; the CPU side walks
+// the sequences once, with running offsets: core/packed.h). A CUDA version may take fewer (its own
+// check()).
+inline constexpr int64_t kMaxSequences = kMaxBatchHeads;
 inline constexpr int kMaxTile = 4096;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kMaxRepeats = 10000;

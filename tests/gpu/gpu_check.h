@@ -1,4 +1,5 @@
-// What the GPU tests share: skipping without a device, the error measure and the error budget.
+// What the GPU tests share: skipping without a device, the error measure, the error budget, and
+// the loop that holds every CUDA version of the registry to a case's expected outputs.
 //
 // Error of an output x against the fp64 reference r: ||x - r|| / ||r|| over the finite entries
 // (RMS of x - r where r is zero everywhere).
@@ -19,6 +20,8 @@
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,7 @@
 #include "core/problem.h"
 #include "cuda/runner.h"
 #include "run/compare.h"
+#include "run/registry.h"
 
 namespace flashlab::gpu_test {
 
@@ -176,6 +180,88 @@ inline Forward reference_forward_for(const Problem& p, const Forward& ref) {
   round_all(p.dtype, f.O);
   f.LSE = ref.LSE;
   return f;
+}
+
+// What every CUDA version must match on one case: the fp64 reference's outputs, and those of the
+// plain low-precision computation, which set the budget (expect_within).
+struct Expected {
+  Forward ref, low;
+  Gradients gref, glow;
+};
+
+// What one matrix's loop says and asks that another's does not.
+struct VersionLoop {
+  const char* matrix;         // named when a version rejects one of its shapes: "test matrix"
+  const char* no_feed;        // the failure when no tiled forward can feed a backward-only version
+  unsigned feed_axes;         // the axes (core/problem.h) that tiled forward must take to feed one
+  int deterministic_repeats;  // extra runs a deterministic version must repeat bit for bit
+  bool log_repeatable;        // the log says whether they did
+};
+
+// Every CUDA version of the registry with a pass, on problem p with inputs in (the case `name`):
+// each of its outputs within the budget, and a deterministic version bitwise repeatable. A version
+// not on this GPU, or that does not take one of p's axes, says so on stdout and is left out; one
+// whose check() rejects p fails. A backward-only version gets O and LSE from the CUDA `tiled`
+// forward of the same inputs (as the CLI does). `tested` counts the versions that ran.
+inline void check_every_version(const Problem& p, const Inputs& in, const Expected& e,
+                                const std::string& name, const VersionLoop& loop, int& tested) {
+  const cuda::RunOptions opt = once();
+  std::optional<Forward> tiled_fwd;  // O and LSE for the backward-only versions
+  auto forward_for_backward = [&]() -> const Forward* {
+    if (!tiled_fwd) {
+      const VersionInfo* t = find_version("tiled");
+      if (!t || !t->cuda || !t->cuda->forward || (t->cuda->axes & loop.feed_axes) != loop.feed_axes)
+        return nullptr;
+      tiled_fwd = cuda::run(*t->cuda, p, in, nullptr, opt).fwd;
+    }
+    return &*tiled_fwd;
+  };
+
+  tested = 0;
+  for (const VersionInfo& v : versions()) {
+    if (v.exercise) continue;  // the starters: tests/gpu/test_gpu_exercises.cpp
+    if (!v.cuda || (!v.cuda->forward && !v.cuda->backward)) continue;
+    if (const std::string why = cuda_unavailable(v); !why.empty()) {
+      std::cout << "[" << v.id << "] not on this GPU: " << why << "\n";
+      continue;
+    }
+    SCOPED_TRACE(std::string("version ") + v.id + ", case " + name);
+    if (const unsigned missing = p.axes() & ~v.cuda->axes) {
+      std::cout << "[" << v.id << "] " << name << ": does not take " << axis_name(missing)
+                << " on cuda yet\n";
+      continue;
+    }
+    if (v.cuda->check) {
+      const std::string why = v.cuda->check(p);
+      EXPECT_TRUE(why.empty()) << v.id << " rejects a shape of the " << loop.matrix << ": " << why;
+      if (!why.empty()) continue;
+    }
+    const bool fwd = v.cuda->forward != nullptr, bwd = v.cuda->backward != nullptr;
+    const Forward* fwd_in = (bwd && !fwd) ? forward_for_backward() : nullptr;
+    if (bwd && !fwd) {
+      ASSERT_NE(fwd_in, nullptr) << loop.no_feed << v.id;
+    }
+    cuda::RunOptions o = opt;
+    o.bitwise_repeats = v.deterministic ? loop.deterministic_repeats : 0;
+    const cuda::RunResult r = cuda::run(*v.cuda, p, in, fwd_in, o);
+    std::string log = std::string("[") + v.id + "] " + name;
+    if (fwd) {
+      log += "\n    " + expect_within("O  ", p.dtype, r.fwd.O, e.ref.O, e.low.O);
+      log += "\n    " + expect_within("LSE", DType::f32, r.fwd.LSE, e.ref.LSE, e.low.LSE);
+    }
+    if (bwd) {
+      log += "\n    " + expect_within("dQ ", p.dtype, r.grads.dQ, e.gref.dQ, e.glow.dQ);
+      log += "\n    " + expect_within("dK ", p.dtype, r.grads.dK, e.gref.dK, e.glow.dK);
+      log += "\n    " + expect_within("dV ", p.dtype, r.grads.dV, e.gref.dV, e.glow.dV);
+    }
+    if (v.deterministic) {
+      EXPECT_TRUE(r.bitwise_repeatable) << v.id << " promised bitwise repeats";
+      if (loop.log_repeatable)
+        log += r.bitwise_repeatable ? "\n    bitwise repeatable" : "\n    NOT bitwise repeatable";
+    }
+    std::cout << log << "\n";
+    ++tested;
+  }
 }
 
 }  // namespace flashlab::gpu_test

@@ -7,7 +7,8 @@
 // code; a sequence with no keys expects O = 0, LSE = -inf, dQ = 0, one with no queries dK = dV = 0.
 // The error budget is gpu_check.h's, over the whole packed tensor. The runner poisons every output
 // with NaN, so an element that a kernel never writes fails, and one it writes outside its
-// sequence fails the neighbour's values.
+// sequence fails the neighbour's values. The loop over the versions is gpu_check.h's
+// (check_every_version), shared with test_gpu_versions.cpp.
 //
 // Matrix: lengths from {0, 1, 17, 128, 1000, 4097} mixed in one batch, Nq != Nk per sequence,
 // H / Hkv in {1, 4, 8, H}, windows (64, 0) and (256, 256), each shape for fp16 and bf16, d = 64 and
@@ -17,7 +18,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -25,12 +25,9 @@
 #include "core/rng.h"
 #include "gpu_check.h"
 #include "reference/attention.h"
-#include "run/registry.h"
 
 namespace flashlab {
 namespace {
-
-using gpu_test::expect_within;
 
 struct PackedCase {
   DType dtype;
@@ -107,15 +104,10 @@ std::vector<PackedCase> all_cases() {
 
 // The expected outputs of a packed problem, from the dense problem of each sequence: the fp64
 // reference and the plain low-precision computation (for the budget).
-struct Expected {
-  Forward ref, low;
-  Gradients gref, glow;
-};
-
-Expected expected_of(const Problem& p, const Inputs& in) {
+gpu_test::Expected expected_of(const Problem& p, const Inputs& in) {
   const Shape& s = p.shape;
   const int64_t H = s.H, Hkv = s.kv_heads(), d = s.d, tq = s.total_q();
-  Expected e;
+  gpu_test::Expected e;
   for (Forward* f : {&e.ref, &e.low}) {
     f->O.assign(s.q_elems(), 0.0);
     f->LSE.assign(s.lse_elems(), -INFINITY);
@@ -184,63 +176,16 @@ void match_reference(const PackedCase& c) {
   for (size_t b = 0; b < c.lens_q.size(); ++b)
     seed += static_cast<uint64_t>(c.lens_q[b] * 7 + c.lens_k[b] * 13) * (b + 1);
   const Inputs in = make_inputs(p, seed);
-  const Expected e = expected_of(p, in);
+  const gpu_test::Expected e = expected_of(p, in);
 
-  const cuda::RunOptions opt = gpu_test::once();
-  std::optional<Forward> tiled_fwd;  // O and LSE for the backward-only versions
-  auto forward_for_backward = [&]() -> const Forward* {
-    if (!tiled_fwd) {
-      const VersionInfo* t = find_version("tiled");
-      if (!t || !t->cuda || !t->cuda->forward || !(t->cuda->axes & kPacked)) return nullptr;
-      tiled_fwd = cuda::run(*t->cuda, p, in, nullptr, opt).fwd;
-    }
-    return &*tiled_fwd;
-  };
-
+  const gpu_test::VersionLoop loop{.matrix = "packed matrix",
+                                   .no_feed = "no CUDA tiled forward for packed batches to feed ",
+                                   .feed_axes = kPacked,
+                                   .deterministic_repeats = 2,
+                                   .log_repeatable = true};
   int tested = 0;
-  for (const VersionInfo& v : versions()) {
-    if (v.exercise) continue;
-    if (!v.cuda || (!v.cuda->forward && !v.cuda->backward)) continue;
-    if (const std::string why = cuda_unavailable(v); !why.empty()) {
-      std::cout << "[" << v.id << "] not on this GPU: " << why << "\n";
-      continue;
-    }
-    SCOPED_TRACE(std::string("version ") + v.id + ", case " + case_name(c));
-    if (const unsigned missing = p.axes() & ~v.cuda->axes) {
-      std::cout << "[" << v.id << "] " << case_name(c) << ": does not take " << axis_name(missing)
-                << " on cuda yet\n";
-      continue;
-    }
-    if (v.cuda->check) {
-      const std::string why = v.cuda->check(p);
-      EXPECT_TRUE(why.empty()) << v.id << " rejects a shape of the packed matrix: " << why;
-      if (!why.empty()) continue;
-    }
-    const bool fwd = v.cuda->forward != nullptr, bwd = v.cuda->backward != nullptr;
-    const Forward* fwd_in = (bwd && !fwd) ? forward_for_backward() : nullptr;
-    if (bwd && !fwd) {
-      ASSERT_NE(fwd_in, nullptr) << "no CUDA tiled forward for packed batches to feed " << v.id;
-    }
-    cuda::RunOptions o = opt;
-    o.bitwise_repeats = v.deterministic ? 2 : 0;
-    const cuda::RunResult r = cuda::run(*v.cuda, p, in, fwd_in, o);
-    std::string log = std::string("[") + v.id + "] " + case_name(c);
-    if (fwd) {
-      log += "\n    " + expect_within("O  ", c.dtype, r.fwd.O, e.ref.O, e.low.O);
-      log += "\n    " + expect_within("LSE", DType::f32, r.fwd.LSE, e.ref.LSE, e.low.LSE);
-    }
-    if (bwd) {
-      log += "\n    " + expect_within("dQ ", c.dtype, r.grads.dQ, e.gref.dQ, e.glow.dQ);
-      log += "\n    " + expect_within("dK ", c.dtype, r.grads.dK, e.gref.dK, e.glow.dK);
-      log += "\n    " + expect_within("dV ", c.dtype, r.grads.dV, e.gref.dV, e.glow.dV);
-    }
-    if (v.deterministic) {
-      EXPECT_TRUE(r.bitwise_repeatable) << v.id << " promised bitwise repeats";
-      log += r.bitwise_repeatable ? "\n    bitwise repeatable" : "\n    NOT bitwise repeatable";
-    }
-    std::cout << log << "\n";
-    ++tested;
-  }
+  gpu_test::check_every_version(p, in, e, case_name(c), loop, tested);
+  if (::testing::Test::HasFatalFailure()) return;
   // Until a version takes packed batches there is nothing to test (each says so above).
   if (tested == 0) std::cout << "no CUDA version takes packed batches yet\n";
 }

@@ -8,23 +8,19 @@
 // The list of versions comes from the registry: a version is tested on every pass its CUDA entry
 // implements, so a new rung is covered as soon as its entry has a forward or a backward. A
 // backward-only version gets O and LSE from the CUDA `tiled` forward of the same inputs (as the
-// CLI does). The reference runs once per case and serves every version.
+// CLI does). The reference runs once per case and serves every version (gpu_check.h:
+// check_every_version, the loop the packed test shares).
 #include <gtest/gtest.h>
 
-#include <iostream>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/rng.h"
 #include "gpu_check.h"
 #include "reference/attention.h"
-#include "run/registry.h"
 
 namespace flashlab {
 namespace {
-
-using gpu_test::expect_within;
 
 using gpu_test::Case;
 using gpu_test::case_name;
@@ -81,72 +77,20 @@ void match_reference(const Case& c) {
                                                      c.window_right * 29);
   const Inputs in = make_inputs(p, seed);
 
-  const Forward ref = reference::forward(p, in, true);
-  const Gradients gref = reference::backward(p, in, ref);
-  const Forward low = reference::lowp_forward(p, in);
-  const Gradients glow = reference::lowp_backward(p, in, low);
+  gpu_test::Expected e;
+  e.ref = reference::forward(p, in, true);
+  e.gref = reference::backward(p, in, e.ref);
+  e.low = reference::lowp_forward(p, in);
+  e.glow = reference::lowp_backward(p, in, e.low);
 
-  cuda::RunOptions opt;
-  opt.warmup = 0;
-  opt.repeats = 0;
-  opt.flush_l2 = false;
-
-  // O and LSE for the backward-only versions: the CUDA tiled forward of the same inputs.
-  std::optional<Forward> tiled_fwd;
-  auto forward_for_backward = [&]() -> const Forward* {
-    if (!tiled_fwd) {
-      const VersionInfo* t = find_version("tiled");
-      if (!t || !t->cuda || !t->cuda->forward) return nullptr;
-      cuda::RunOptions o = opt;
-      o.bitwise_repeats = 0;
-      tiled_fwd = cuda::run(*t->cuda, p, in, nullptr, o).fwd;
-    }
-    return &*tiled_fwd;
-  };
-
+  const gpu_test::VersionLoop loop{.matrix = "test matrix",
+                                   .no_feed = "no CUDA tiled forward to feed ",
+                                   .feed_axes = 0,
+                                   .deterministic_repeats = 1,
+                                   .log_repeatable = false};
   int tested = 0;
-  for (const VersionInfo& v : versions()) {
-    if (v.exercise) continue;  // the starters: tests/gpu/test_gpu_exercises.cpp
-    if (!v.cuda || (!v.cuda->forward && !v.cuda->backward)) continue;
-    if (const std::string why = cuda_unavailable(v); !why.empty()) {
-      std::cout << "[" << v.id << "] not on this GPU: " << why << "\n";
-      continue;
-    }
-    SCOPED_TRACE(std::string("version ") + v.id + ", case " + case_name(c));
-    if (const unsigned missing = p.axes() & ~v.cuda->axes) {
-      std::cout << "[" << v.id << "] " << case_name(c) << ": does not take "
-                << axis_name(missing) << " on cuda yet\n";
-      continue;
-    }
-    if (v.cuda->check) {
-      const std::string why = v.cuda->check(p);
-      EXPECT_TRUE(why.empty()) << v.id << " rejects a shape of the test matrix: " << why;
-      if (!why.empty()) continue;
-    }
-    const bool fwd = v.cuda->forward != nullptr, bwd = v.cuda->backward != nullptr;
-    const Forward* fwd_in = (bwd && !fwd) ? forward_for_backward() : nullptr;
-    if (bwd && !fwd) {
-      ASSERT_NE(fwd_in, nullptr) << "no CUDA tiled forward to feed " << v.id;
-    }
-    cuda::RunOptions o = opt;
-    o.bitwise_repeats = v.deterministic ? 1 : 0;
-    const cuda::RunResult r = cuda::run(*v.cuda, p, in, fwd_in, o);
-    std::string log = std::string("[") + v.id + "] " + case_name(c);
-    if (fwd) {
-      log += "\n    " + expect_within("O  ", c.dtype, r.fwd.O, ref.O, low.O);
-      log += "\n    " + expect_within("LSE", DType::f32, r.fwd.LSE, ref.LSE, low.LSE);
-    }
-    if (bwd) {
-      log += "\n    " + expect_within("dQ ", c.dtype, r.grads.dQ, gref.dQ, glow.dQ);
-      log += "\n    " + expect_within("dK ", c.dtype, r.grads.dK, gref.dK, glow.dK);
-      log += "\n    " + expect_within("dV ", c.dtype, r.grads.dV, gref.dV, glow.dV);
-    }
-    if (v.deterministic) {
-      EXPECT_TRUE(r.bitwise_repeatable) << v.id << " promised bitwise repeats";
-    }
-    std::cout << log << "\n";
-    ++tested;
-  }
+  gpu_test::check_every_version(p, in, e, case_name(c), loop, tested);
+  if (::testing::Test::HasFatalFailure()) return;
   EXPECT_GT(tested, 0) << "no CUDA version in the registry has a pass to test";
 }
 
