@@ -1,6 +1,7 @@
 #!/bin/bash
 # Step 1 on the device: the packed Hopper backward, checked and measured; dense A/B against the base.
 set -uo pipefail
+OUT=${OUT:-out/device}; mkdir -p "$OUT"
 export PATH=$PATH:/usr/local/cuda/bin
 mkdir -p /tmp/new /tmp/base
 tar -xzf build/carry/new.tgz -C /tmp/new && tar -xzf build/carry/base.tgz -C /tmp/base || exit 1
