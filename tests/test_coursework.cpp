@@ -10,6 +10,9 @@
 //   - each starter says `not implemented` and exits 1; a wrong answer to each exercise (its
 //     solution with one term dropped) makes run, gradcheck and the lab that takes it fail (exit 1,
 //     a FAIL or OUT OF BOUNDS line); its solution passes all three;
+//   - exercise 2's step 7 written as a plain += instead of an atomic add (its solution with that
+//     one line changed) makes run and gradcheck fail: the CPU twin's workers lose updates as
+//     racing thread blocks do;
 //   - `lab all` with an unfinished rung in the tree runs every lab, the rung one FAIL line (exit 1);
 //   - verify: all match on the untouched report, a changed line is named (exit 1), bad input
 //     exits 2.

@@ -27,8 +27,8 @@ namespace {
 // The stats pass (yours): for every head h and Q block i (o.Br rows), read Q_i, walk the K blocks
 // j (o.Bc keys) the block sees (tile_mask and count_tile skip the wholly masked ones), compute
 // S = scale Q_i K_j^T (mm_nn on load_rows / load_transposed tiles, scale_and_mask), update each
-// row's m and l as the tiled forward does (kernels/02_tiled/cpu.cpp), and write
-// LSE[h * Nq + row] = m + log l, or -inf for a row that saw no key. Count into `cnt` what it costs:
+// row's m and l by the recurrence above, and write LSE[h * Nq + row] = m + log l, or -inf for a
+// row that saw no key. Count into `cnt` what it costs:
 // matmul_flops += 2 rows cols d per product, elems_read += the Q and K elements it loads,
 // elems_written += the LSE it writes. With o.dry_run, count only (LSE stays empty).
 template <class T>
