@@ -213,7 +213,8 @@ FLASHLAB_VERSION({
             "pingpong so softmax overlaps the products; dQ by bulk reduce-add (sm_90a only)",
     .deterministic = false,
     .workspace = "backward: 2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator); "
-                 "forward: 4 (the counter of the causal tile order)",
+                 "forward: 4 (the counter of the causal tile order); 776*B more for a packed "
+                 "batch (six tensor maps and the order per sequence)",
     .workspace_bytes = cpu::hopper_workspace,
     .cpu_forward = cpu::hopper_forward,
     .cpu_backward = cpu::hopper_backward<false>,
@@ -232,7 +233,8 @@ FLASHLAB_VARIANT(deterministic,
                      .deterministic = true,
                      .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + 2*B*H*Nq*d*4 (two fp32 dQ "
                                   "splits) + 2*B*H*ceil(Nq/Br)*4 (turn counters; Br = 64 at "
-                                  "d = 128, 128 at d = 64)",
+                                  "d = 128, 128 at d = 64), and 776*B more for a packed batch "
+                                  "(six tensor maps and the order per sequence)",
                      .workspace_bytes = cpu::deterministic_workspace,
                      .cpu_forward = nullptr,
                      .cpu_backward = cpu::hopper_backward<true>,
