@@ -6,7 +6,7 @@
 // starts like the left-out one.
 //   - the copy holds exactly the files git would commit, as they are now, without
 //     tests/exercise_solutions/, committed as the one commit of a repository of its own;
-//   - DEST may be an empty folder;
+//   - DEST may be an empty folder, and git need not know who makes the commit;
 //   - bad input (arguments, a DEST that exists, lies inside the tree or cannot be written, a source
 //     that is not a git checkout) is one line on stderr, exit status 1, and nothing written;
 //   - a copy that fails half-way leaves no DEST and nothing beside it.
@@ -197,6 +197,22 @@ TEST(StudentTree, CopiesWhatGitWouldCommitWithoutTheSolutions) {
   for (const auto& e : fs::directory_iterator(out)) beside.insert(e.path().filename().string());
   EXPECT_EQ(beside, (std::set<std::string>{"empty", "students"}));
   EXPECT_EQ(sh("git -C " + quoted(course.root.string()) + " status --porcelain").out, before);
+}
+
+// Where git knows nobody (a fresh CI machine), the one commit is made by "flashlab course".
+TEST(StudentTree, NeedsNoGitIdentity) {
+  const Course course;
+  const fs::path home = course.dir.path() / "home";
+  fs::create_directories(home);
+  const std::string nobody = "HOME=" + quoted(home.string()) +
+                             " XDG_CONFIG_HOME=" + quoted(home.string()) + " GIT_CONFIG_NOSYSTEM=1";
+  const CliResult r = course.make("students", nobody);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.err, "");
+  const fs::path tree = course.dir.path() / "students";
+  EXPECT_EQ(sh("git -C " + quoted(tree.string()) + " log --format='%an <%ae>'").out,
+            "flashlab course <course@localhost>\n");
+  EXPECT_EQ(differences(tree_of(tree, true), course.expected), "");
 }
 
 // Each refusal: one line on stderr naming the reason, exit status 1, nothing on stdout, and
