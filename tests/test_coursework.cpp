@@ -1,10 +1,13 @@
 // docs/COURSEWORK.md is run, not just read: every command of its `sh` blocks runs, in order, in a
-// fresh copy of this tree (its git-tracked and new files, as a clone would have them, under git of
-// its own), from the first `cmake --preset cpu` to `flashlab verify`. Hidden lines
-// `<!-- coursework-test: run CMD -->` stand in for the student (they copy in the solutions kept
-// under tests/exercise_solutions/, and change a line of a source); `<!-- coursework-test: expect
-// TEXT -->` requires TEXT in the output of the command before it; `# exit N` ends a command that
-// must exit with status N. So the guide proves, each time the tests run:
+// students' tree made from this one by scripts/student_tree (its files as a clone would have them,
+// without tests/exercise_solutions/, under git of its own), from the first `cmake --preset cpu` to
+// `flashlab verify`. Hidden lines `<!-- coursework-test: run CMD -->` stand in for the student:
+// they copy in the solutions, read from this tree's tests/exercise_solutions/ through
+// $FLASHLAB_SOLUTIONS (set for every step), or a wrong answer made from one by a sed script kept
+// beside it, and change a line of a source; `<!-- coursework-test: expect TEXT -->` requires TEXT
+// in the output of the command before it; `# exit N` ends a command that must exit with status N.
+// So the guide proves, each time the tests run:
+//   - the students' tree has no tests/exercise_solutions/, configures, and builds flashlab;
 //   - a new version from `flashlab new myrung --from atomic-dq` is built and passes, with no other
 //     file of the tree changed (`git status` shows the new folder alone);
 //   - each starter says `not implemented` and exits 1; a wrong answer to each exercise (its
@@ -15,7 +18,9 @@
 //     racing thread blocks do;
 //   - `lab all` with an unfinished rung in the tree runs every lab, the rung one FAIL line (exit 1);
 //   - verify: all match on the untouched report, a changed line is named (exit 1), bad input
-//     exits 2.
+//     exits 2; and a hand-in made in the students' tree matches the full tree (this one) with the
+//     student's exercise folders copied in, as a grader checks it.
+// In a students' tree, which has no solutions to copy in, the guide's test skips.
 // docs/COURSEWORK.zh.md must hold the same commands, in the same order.
 #include <gtest/gtest.h>
 
@@ -74,11 +79,13 @@ std::vector<Step> steps_of(const std::string& doc_path) {
   return steps;
 }
 
-int run_in(const std::string& dir, const std::string& command, std::string& output) {
+// Runs `command` in `dir`, after the shell lines `env` (exports).
+int run_in(const std::string& dir, const std::string& command, std::string& output,
+           const std::string& env = "") {
   ScratchDir io;
   {
     std::ofstream script(io / "step.sh");
-    script << "set -o pipefail\ncd " << quoted(dir) << "\n" << command << "\n";
+    script << "set -o pipefail\n" << env << "cd " << quoted(dir) << "\n" << command << "\n";
   }
   const std::string cmd =
       "bash " + quoted(io / "step.sh") + " </dev/null >" + quoted(io / "out") + " 2>&1";
@@ -87,21 +94,15 @@ int run_in(const std::string& dir, const std::string& command, std::string& outp
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-// Shell text that copies this tree's tracked and new (not ignored) files to `root`, as a clone
-// would have them, and leaves the shell in `root`.
-std::string copy_tree(const std::string& root) {
-  return "mkdir -p " + quoted(root) + " && cd " + quoted(FLASHLAB_SOURCE_DIR) +
-         " && git ls-files -z -co --exclude-standard | tar --null -T - --ignore-failed-read -cf - "
-         "| tar -xf - -C " +
-         quoted(root) + " && cd " + quoted(root);
+// Shell text that writes the students' tree at `root` (scripts/student_tree: this tree's tracked
+// and new files, as a clone would have them, without the solutions, committed under git of its
+// own, so `git status` shows what a step adds) and leaves the shell in `root`.
+std::string student_tree(const std::string& root) {
+  return quoted(std::string(FLASHLAB_SOURCE_DIR) + "/scripts/student_tree") + " " + quoted(root) +
+         " >/dev/null && cd " + quoted(root);
 }
 
-// The same, under git of its own with everything committed (so `git status` shows what a step adds).
-std::string committed_copy_tree(const std::string& root) {
-  return copy_tree(root) +
-         " && git init -q && git add -A && git -c user.name=course -c user.email=course@localhost "
-         "commit -qm tree";
-}
+const fs::path kSolutions = fs::path(FLASHLAB_SOURCE_DIR) / "tests/exercise_solutions";
 
 TEST(Coursework, ChineseGuideHasTheSameCommands) {
   const std::string dir = std::string(FLASHLAB_SOURCE_DIR) + "/docs/";
@@ -113,11 +114,17 @@ TEST(Coursework, ChineseGuideHasTheSameCommands) {
   EXPECT_TRUE(en == zh);
 }
 
-TEST(Coursework, TheGuideRunsInAFreshCopyOfTheTree) {
+TEST(Coursework, TheGuideRunsInAStudentsTree) {
+  if (!fs::is_directory(kSolutions))
+    GTEST_SKIP() << "tests/exercise_solutions/ is not in this tree (the students' tree leaves the "
+                    "solutions out): the guide's exercises have no answers to copy in";
   ScratchDir tmp;
   const std::string root = tmp / "flashlab";
   std::string out;
-  ASSERT_EQ(run_in(tmp.path().string(), committed_copy_tree(root), out), 0) << out;
+  ASSERT_EQ(run_in(tmp.path().string(), student_tree(root), out), 0) << out;
+  ASSERT_TRUE(fs::is_regular_file(root + "/CMakeLists.txt"));
+  ASSERT_FALSE(fs::exists(root + "/tests/exercise_solutions")) << "the students' tree has them";
+  const std::string env = "export FLASHLAB_SOLUTIONS=" + quoted(kSolutions.string()) + "\n";
 
   std::string last_command, last_output;
   for (const Step& s : steps_of(std::string(FLASHLAB_SOURCE_DIR) + "/docs/COURSEWORK.md")) {
@@ -127,7 +134,7 @@ TEST(Coursework, TheGuideRunsInAFreshCopyOfTheTree) {
           << last_output;
       continue;
     }
-    const int rc = run_in(root, s.text, last_output);
+    const int rc = run_in(root, s.text, last_output, env);
     last_command = s.text;
     EXPECT_EQ(rc, s.exit_status) << "`" << s.text << "`:\n" << last_output;
     if (s.text == "git status --short") {  // the new folder, and nothing else
@@ -136,15 +143,26 @@ TEST(Coursework, TheGuideRunsInAFreshCopyOfTheTree) {
     }
     if (::testing::Test::HasFatalFailure()) return;
   }
+
+  // The grader's side: a hand-in made in the students' tree matches the full tree (this one's
+  // hashed folders) once the student's exercise folders are copied in, as §6 grades it.
+  const std::string full = testing::copy_hashed_tree(FLASHLAB_SOURCE_DIR, tmp.path() / "grader");
+  fs::copy(root + "/kernels/exercises", full + "/kernels/exercises",
+           fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  ASSERT_EQ(run_in(root, "build/cpu/flashlab verify nolse.json --root " + quoted(full), out), 0)
+      << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("All [0-9]+ source files recorded in the report "
+                                                "match this tree")))
+      << out;
 }
 
-// One folder is one lab: a lab added as labs/NN_name/ in a fresh copy of the tree, with nothing
+// One folder is one lab: a lab added as labs/NN_name/ in a students' tree, with nothing
 // else edited, is built, listed by `lab list`, run by `lab all` in its place, and named in the help.
 TEST(Coursework, ANewLabIsOneFolder) {
   ScratchDir tmp;
   const std::string root = tmp / "flashlab";
   std::string out;
-  ASSERT_EQ(run_in(tmp.path().string(), committed_copy_tree(root), out), 0) << out;
+  ASSERT_EQ(run_in(tmp.path().string(), student_tree(root), out), 0) << out;
   const std::string folder = root + "/labs/99_probe";
   fs::create_directories(folder);
   std::ofstream(folder + "/probe.cpp") << R"(// A lab that counts the tiled forward's FLOPs on one small head.
@@ -202,7 +220,7 @@ FLASHLAB_LAB({
   EXPECT_NE(out.find("probe"), std::string::npos) << out;
 }
 
-// Every file of a folder is hashed, whatever its kind: in a copy of the tree a student's rung with
+// Every file of a folder is hashed, whatever its kind: in a students' tree a student's rung with
 // an .inc of its own is built and run; then that .inc and kernels/common/sm90/wgmma_ops.inc are
 // edited, and `flashlab verify` names each of them as differing (and a file added since as one the
 // report does not know).
@@ -210,7 +228,7 @@ TEST(Coursework, VerifyNamesAnEditedIncludeOfAnyKind) {
   ScratchDir tmp;
   const std::string root = tmp / "flashlab";
   std::string out;
-  ASSERT_EQ(run_in(tmp.path().string(), copy_tree(root), out), 0) << out;
+  ASSERT_EQ(run_in(tmp.path().string(), student_tree(root), out), 0) << out;
   ASSERT_EQ(run_in(root, quoted(FLASHLAB_BIN) + " new incy --from atomic-dq", out), 0) << out;
   std::string folder;
   for (const auto& e : fs::directory_iterator(root + "/kernels"))
@@ -256,7 +274,7 @@ TEST(Coursework, AFolderCanAskForItsOwnCudaArchitectures) {
   const std::string root = tmp / "flashlab";
   std::string out;
   const std::string copy =
-      copy_tree(root) + " && " + quoted(FLASHLAB_BIN) + " new hopperish --from atomic-dq" +
+      student_tree(root) + " && " + quoted(FLASHLAB_BIN) + " new hopperish --from atomic-dq" +
       " && echo 'set(VERSION_CUDA_ARCHS 90a)' >> \"$(echo kernels/*_hopperish)/version.cmake\"";
   ASSERT_EQ(run_in(tmp.path().string(), copy, out), 0) << out;
   const auto configure = [&](const std::string& gencode) {

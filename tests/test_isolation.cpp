@@ -12,13 +12,10 @@
 #include "labs/lab.h"
 #include "run/runner.h"
 #include "run/validate.h"
+#include "solutions.h"
 #include "test_cli_helpers.h"
 #include "test_cpu_util.h"
 #include "util/progress.h"
-
-namespace flashlab::folders {
-extern const VersionEntry v_solution_ex1_ds;
-}  // namespace flashlab::folders
 
 namespace flashlab {
 namespace {
@@ -62,22 +59,15 @@ TEST(Isolation, AStarterInARunIsOneFailLineAndTheOthersAreReported) {
 }
 
 TEST(Isolation, AVersionThatThrowsIsItsOwnFailure) {
-  // The ex1 solution's D check throws in fp16 when the tolerance does not fit the dtype; whatever
-  // a version throws, the run goes on.
-  const VersionInfo solved{folders::v_solution_ex1_ds,
-                           "kernels/exercises/ex1_ds",
-                           true,
-                           nullptr,
-                           "a solution under test",
-                           "",
-                           {}};
+  // A student's version may throw from a check of its own (exercise 1's D check does, when its
+  // tolerance does not fit the dtype); whatever a version throws, the run goes on.
   struct Throws {
     static void bwd(const Problem&, const Inputs&, const Forward&, const CpuOptions&, Gradients&,
                     Counters&) {
       throw std::runtime_error("a check of its own failed");
     }
   };
-  VersionInfo thrower = solved;
+  VersionInfo thrower = *find_version("ex1-ds");
   thrower.cpu_backward = &Throws::bwd;
   RunConfig c;
   c.problem = testing::make_problem(1, 1, 32, 32, 8, false, DType::f64);
@@ -131,13 +121,10 @@ TEST(Isolation, ALabThatTakesAStarterFailsWithItsJson) {
 
 TEST(Isolation, ExerciseOnesDCheckFitsHalfPrecision) {
   // The solution of exercise 1 passes in fp16 and bf16 too: its D check allows for O's rounding.
-  const VersionInfo solved{folders::v_solution_ex1_ds,
-                           "kernels/exercises/ex1_ds",
-                           true,
-                           nullptr,
-                           "a solution under test",
-                           "",
-                           {}};
+  const VersionEntry* ex1 = testing::solution("ex1_ds");
+  if (ex1 == nullptr) GTEST_SKIP() << testing::no_solution("ex1_ds");
+  const VersionInfo solved{
+      *ex1, "kernels/exercises/ex1_ds", true, nullptr, "a solution under test", "", {}};
   for (const DType dt : {DType::f16, DType::bf16, DType::f32, DType::f64})
     for (const bool causal : {false, true}) {
       RunConfig c;

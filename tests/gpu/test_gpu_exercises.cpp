@@ -3,7 +3,8 @@
 // ex2_fa2_bwd/cuda.cu, compiled into this binary as a version of its own) matches the fp64
 // reference within the budget, fed the reference's own forward, on fp16 and bf16, d = 64, 128 and
 // a head dim that is no multiple of anything (40), causal or not, ragged and Nq != Nk shapes.
-// Skips without a device.
+// Skips without a device; the solution's tests skip in the students' tree, which has no
+// solutions (tests/solutions.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,11 +16,8 @@
 #include "gpu_check.h"
 #include "reference/attention.h"
 #include "run/registry.h"
+#include "solutions.h"
 #include "util/error.h"
-
-namespace flashlab::cuda::folders {
-extern const Version v_solution_ex2_fa2_bwd;
-}  // namespace flashlab::cuda::folders
 
 namespace flashlab {
 namespace {
@@ -61,10 +59,12 @@ TEST(GpuExercises, Ex2StarterSaysNotImplemented) {
 class GpuEx2Solution : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuEx2Solution, MatchesFp64ReferenceWithinBudget) {
+  const cuda::Version* solution = testing::cuda_solution("ex2_fa2_bwd");
+  if (solution == nullptr) GTEST_SKIP() << testing::no_solution("ex2_fa2_bwd");
   FLASHLAB_SKIP_WITHOUT_DEVICE();
   const Case& c = GetParam();
   const Problem p = problem_of(c);
-  const cuda::Version& v = cuda::folders::v_solution_ex2_fa2_bwd;
+  const cuda::Version& v = *solution;
   ASSERT_EQ(v.check(p), "");
   const Inputs in = make_inputs(p, 99 + static_cast<uint64_t>(c.Nq * 7 + c.Nk * 3 + c.d));
   const Forward ref = reference::forward(p, in, true);
@@ -85,7 +85,9 @@ INSTANTIATE_TEST_SUITE_P(Matrix, GpuEx2Solution, ::testing::ValuesIn(cases()),
                          });
 
 TEST(GpuExercises, Ex2SolutionRejectsWhatItCannotRun) {
-  const cuda::Version& v = cuda::folders::v_solution_ex2_fa2_bwd;
+  const cuda::Version* solution = testing::cuda_solution("ex2_fa2_bwd");
+  if (solution == nullptr) GTEST_SKIP() << testing::no_solution("ex2_fa2_bwd");
+  const cuda::Version& v = *solution;
   Problem p;
   p.shape = {1, 1, 64, 64, 256};
   p.dtype = DType::f16;
