@@ -433,8 +433,13 @@ void rerun_run(const json& doc, RerunCheck& rc, Progress& progress) {
                fmt::format("rel {} then, {} now; max_abs {} then, {} now", row.rel, e.rel,
                            row.max_abs, e.max_abs));
       } else {
+        // max_abs is held to the same tolerance, its 1%-of-budget floor in its own units: the
+        // budget times this output's max_abs / rel. Without that floor an error at the rounding
+        // floor of a racing sum (ex2's atomic adds in fp64) could move the worst element by one
+        // rounding step, more than 5 % of itself, and fail a rerun that is right.
+        const double abs_budget = e.rel > 0 ? budget * e.max_abs / e.rel : 0.0;
         const bool same = ok_now == row.ok && within_tolerance(row.rel, e.rel, budget) &&
-                          within_tolerance(row.max_abs, e.max_abs, e.max_abs);
+                          within_tolerance(row.max_abs, e.max_abs, abs_budget);
         rc.add(id, output, "within 5% (or 1% of budget)", row.rel_text, e.rel, same,
                fmt::format("rel {} then, {} now (budget {:.2e}); ok {} then, {} now", row.rel,
                            e.rel, budget, row.ok, ok_now));
