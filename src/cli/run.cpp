@@ -18,7 +18,7 @@ struct RunArgs {
   std::string versions = "all";
   std::string backend = "auto";
   std::string dtype = "auto";
-  int64_t B = 1, H = 2, Hkv = 0, N = 1024, Nq = 0, Nk = 0, d = 64;
+  int64_t B = 1, H = 2, Hkv = 0, N = 1024, Nq = 0, Nk = 0, d = 64, page_size = 0;
   std::string causal = "no";
   std::string window, seqlens, seqlens_k;
   double scale = 0;
@@ -28,7 +28,8 @@ struct RunArgs {
   std::string dump;
   OutputOptions out;
   CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr,
-              *Hkv_given = nullptr, *B_given = nullptr, *N_given = nullptr;
+              *Hkv_given = nullptr, *B_given = nullptr, *N_given = nullptr,
+              *page_size_given = nullptr;
 };
 
 // Turns the arguments into a validated RunConfig: everything is checked before anything big is
@@ -64,6 +65,12 @@ RunConfig make_config(const RunArgs& a) {
                a.seqlens_k.empty() ? parse_seqlens(a.seqlens, "--seqlens")
                                    : parse_seqlens(a.seqlens_k, "--seqlens-k"));
   }
+  if (a.page_size_given->count()) {  // 0 would mean contiguous: given, it is a page size or wrong
+    if (a.page_size < 1)
+      throw UsageError(fmt::format("--page-size must be a power of two in 1..{} (got {})",
+                                   kMaxPageSize, a.page_size));
+    p.shape.page_size = a.page_size;
+  }
   const std::vector<bool> masks = parse_causal(a.causal);
   if (masks.size() != 1)
     throw UsageError("run takes one --causal, yes or no (got '" + a.causal +
@@ -82,15 +89,20 @@ RunConfig make_config(const RunArgs& a) {
   c.warmup = a.warmup;
   c.bitwise_repeats = a.bitwise_repeats;
   c.dump_dir = a.dump;
+  check_paged(p);  // before "all" is cut to the versions that take the problem
   // "all" on the GPU leaves out what cannot run on it (an sm_90a rung on an sm_80 GPU), and says
   // so; a version asked for by name is an error instead (validate_run).
   if (a.versions == "all" && c.backend == Backend::cuda)
     c.versions = runnable_on_cuda(c.versions, &c.notes);
   if (a.versions == "all") {
+    // The axis no version takes, when one is to blame; else the first of the problem's.
+    unsigned untaken = p.axes();
+    for (const VersionInfo* v : c.versions)
+      untaken &= ~(v->axes & (c.backend == Backend::cuda && v->cuda ? v->cuda->axes : ~0u));
     c.versions = taking_axes(c.versions, p, c.backend, &c.notes);
     if (c.versions.empty())
-      throw UsageError(
-          fmt::format("no version takes {} on {} yet", axis_name(p.axes()), to_string(c.backend)));
+      throw UsageError(fmt::format("no version takes {} on {} yet",
+                                   axis_name(untaken ? untaken : p.axes()), to_string(c.backend)));
   }
   validate_run(c);
   return c;
@@ -124,6 +136,10 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--seqlens-k", a.seqlens_k,
                   "the packed batch's key lengths, one per sequence (default: --seqlens)")
       ->type_name("L1,L2,...");
+  a.page_size_given = sub->add_option(
+      "--page-size", a.page_size,
+      "a paged K/V cache: keys per page, a power of two (K, V [pages, P, Hkv, d] in pages the "
+      "seed shuffles, and a block table; default: contiguous)");
   sub->add_option("-d", a.d, "head dimension")->capture_default_str();
   add_causal_option(sub, a.causal,
                     "causal mask, bottom-right aligned: yes or no (--causal alone: yes)",

@@ -284,7 +284,8 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
                                                           p.shape.Nq, p.shape.Nk, p.shape.d);
   const std::string extra =
       (p.shape.grouped() ? fmt::format(" over {} K/V heads", p.shape.kv_heads()) : "") +
-      (p.windowed() ? fmt::format(", window ({}, {})", p.window_left, p.window_right) : "");
+      (p.windowed() ? fmt::format(", window ({}, {})", p.window_left, p.window_right) : "") +
+      (p.shape.paged() ? fmt::format(", K/V in pages of {}", p.shape.page_size) : "");
   const std::string shape = fmt::format("{}, {}{}{}, {}, seed {}", to_string(p.dtype), lengths,
                                         dims, extra, p.causal ? "causal" : "non-causal", c.seed);
   Table errors{"errors",
