@@ -221,8 +221,8 @@ TEST(Paged, BadInputGetsOneLineAndExit2) {
       {"run --page-size 16 --versions tiled", "version 'tiled' does not take a paged K/V cache"},
       {"run --page-size 16 --versions naive,tiled -H 4 --heads-kv 2",
        "version 'naive' does not take a paged K/V cache"},
-      {"run --page-size 16 -H 4 --heads-kv 2",
-       "no version takes a paged K/V cache (--page-size) on cpu yet"},
+      {"run --page-size 16 --seqlens 3,4 --versions split-kv",
+       "--page-size does not combine with a packed batch"},
   };
   testing::expect_refused(cases, " --backend cpu");
 }

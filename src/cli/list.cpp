@@ -56,8 +56,10 @@ Report list_report() {
       v.rows.push_back({x.id, to_string(x.pass), x.deterministic, x.workspace, axes_text(x.axes),
                         x.folder, x.idea});
     const std::string why = cuda_unavailable(x);
-    cu.rows.push_back({x.id, x.cuda != nullptr, x.cuda ? json(x.cuda_targets) : json(),
-                       x.cuda ? json(axes_text(x.cuda->axes)) : json(),
+    // A CUDA entry with no pass declares a kernel still to come (its own line says so).
+    const bool built = x.cuda && (x.cuda->forward || x.cuda->backward);
+    cu.rows.push_back({x.id, built, built ? json(x.cuda_targets) : json(),
+                       built ? json(axes_text(x.cuda->axes)) : json(),
                        why.empty() ? std::string("available") : "unavailable: " + why});
   }
   const cuda::DeviceInfo& d = cuda::device_info();

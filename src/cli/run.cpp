@@ -167,6 +167,7 @@ void register_run(CLI::App& app, Action& action) {
   flashlab run --Nq 100 --Nk 333 -d 16 --dtype fp64 --br 16 --bc 12
   flashlab run -H 8 --heads-kv 2 -N 512 --window 64,0  # grouped heads, a sliding window
   flashlab run --seqlens 1,17,128,300 --causal   # a packed batch of four sequences
+  flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --page-size 16  # decoding from a paged cache
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json
   flashlab run -N 256 -d 32 --dump out/   # then in Python: np.load("out/naive.dQ.npy")
 

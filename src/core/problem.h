@@ -187,7 +187,12 @@ struct CpuOptions {
   int Bc = 64;
   int threads = 0;       // 0: OpenMP's default
   bool dry_run = false;  // walk the schedule and count, skip the arithmetic
+  int splits = 0;        // a version that splits the keys (split-kv): this many (0: its own rule)
 };
+
+// The most K/V splits a version is asked for (--splits): its combine reads every split's partial
+// of a row.
+inline constexpr int kMaxKvSplits = 128;
 
 std::string to_string(DType t);
 bool parse_dtype(const std::string& s, DType& out);

@@ -140,6 +140,29 @@ std::string packed_lengths_text(const Shape& s) {
                                             summary(s.lens_k, s.total_k()));
 }
 
+// A version that splits each K/V head's keys (split-kv): how many splits the run's problem got,
+// per sequence for a packed batch.
+std::string kv_splits_note(const VersionInfo& v, const RunConfig& c) {
+  const Problem& p = c.problem;
+  int64_t lo = 0, hi = 0;
+  const auto take = [&](const Problem& one) {
+    const int64_t n = v.kv_splits(one, c.cpu);
+    lo = lo == 0 ? n : std::min(lo, n);
+    hi = std::max(hi, n);
+  };
+  if (p.shape.packed())
+    for_each_sequence(p, [&](const Sequence& q) {
+      if (!q.empty()) take(q.problem);
+    });
+  else
+    take(p);
+  const std::string count = lo == hi ? fmt::format("{} split{}", lo, lo == 1 ? "" : "s")
+                                     : fmt::format("{} to {} splits, sequence by sequence", lo, hi);
+  return fmt::format(
+      "{} cut each K/V head's keys into {} (its split rule's choice for this shape{}).", v.id,
+      count, hi == 1 ? ": one split writes O and LSE itself, with no combine pass" : "");
+}
+
 }  // namespace
 
 // O and LSE for the backward-only versions: the registry's feeding forward (tiled) on the same
@@ -378,6 +401,10 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
           "{} is not bitwise repeatable: its runs gave different bits (it is registered as "
           "non-deterministic).",
           v.version->id));
+  if (c.backend == Backend::cpu)
+    for (const VersionOutcome& v : r.versions)
+      if (v.version->kv_splits && v.not_implemented.empty())
+        rep.observations.push_back(kv_splits_note(*v.version, c));
   bool any_bwd_only = false;
   for (const VersionOutcome& v : r.versions) any_bwd_only = any_bwd_only || !v.has_fwd;
   if (any_bwd_only)
