@@ -389,5 +389,84 @@ TEST(SplitKv, ARunOnAPagedCachePassesAndLeavesTheOthersOut) {
   EXPECT_EQ(v.status, 0) << v.out << v.err;
 }
 
+// --splits on run and bench: it reaches the twin (the observation, the workspace and the bits say
+// so), is recorded in the report, validates against the schema and is read back by verify; a bad
+// count, or --splits where no selected version splits the keys, gets one line and exit 2.
+TEST(SplitKv, SplitsOnTheCommandLine) {
+  testing::ScratchDir dir;
+  const std::string shape =
+      "run --backend cpu --dtype fp32 -H 8 --heads-kv 2 --Nq 4 --Nk 2000 -d 64 --causal "
+      "--repeats 1 --warmup 0 --versions tiled,split-kv ";
+  const auto run = [&](const std::string& extra, const std::string& name) {
+    const std::string rep = dir / (name + ".json"), dump = dir / name;
+    const testing::CliResult r = testing::run_cli(
+        shape + extra + " --json " + testing::quoted(rep) + " --dump " + testing::quoted(dump));
+    EXPECT_EQ(r.status, 0) << extra << "\n" << r.err << r.out;
+    return std::pair{json::parse(testing::slurp(rep)),
+                     parse_npy(testing::slurp(dump + "/split-kv.O.npy"))};
+  };
+  const auto [chosen, o_chosen] = run("", "chosen");
+  const auto [seven, o_seven] = run("--splits 7", "seven");
+  const auto [one, o_one] = run("--splits 1", "one");
+  const auto [many, o_many] = run("--splits 128", "many");  // 32 key blocks: 32 splits
+  const auto notes = [](const json& doc) {
+    std::string all;
+    for (const json& o : doc["observations"]) all += o.get<std::string>() + "\n";
+    return all;
+  };
+  EXPECT_FALSE(chosen["config"].contains("splits"));
+  EXPECT_EQ(seven["config"]["splits"], 7);
+  EXPECT_NE(notes(chosen).find("split-kv cut each K/V head's keys into 16 splits (its split rule's "
+                               "choice for this shape)"),
+            std::string::npos)
+      << notes(chosen);
+  EXPECT_NE(notes(seven).find("into 7 splits (--splits 7)"), std::string::npos) << notes(seven);
+  EXPECT_NE(notes(one).find("into 1 split (--splits 1: one split writes O and LSE itself"),
+            std::string::npos)
+      << notes(one);
+  EXPECT_NE(notes(many).find("into 32 splits (--splits 128, but no more splits than key blocks"),
+            std::string::npos)
+      << notes(many);
+  EXPECT_FALSE(o_seven.values == o_one.values) << "the splits change the rounding";
+  for (const json* doc : {&chosen, &seven, &one, &many}) EXPECT_TRUE((*doc)["ok"].get<bool>());
+  // The timing table's workspace: 7 splits' partials of 8 heads x 4 rows x 65, in fp32.
+  int64_t workspace = -1;
+  for (const json& t : seven["tables"])
+    if (t["id"] == "timing")
+      for (const json& row : t["rows"])
+        if (row["version"] == "split-kv") workspace = row["workspace_bytes"].get<int64_t>();
+  EXPECT_EQ(workspace, 7 * 8 * 4 * 65 * 4);
+
+  // Reports with and without --splits validate; verify reruns the forced one to the same errors.
+  std::vector<std::string> files = {dir / "chosen.json", dir / "seven.json"};
+  const testing::CliResult bench = testing::run_cli(
+      "bench --backend cpu -N 64 -d 16 --causal yes --versions split-kv --splits 3 --repeats 1 "
+      "--warmup 0 --json " +
+      testing::quoted(dir / "bench.json"));
+  ASSERT_EQ(bench.status, 0) << bench.err;
+  EXPECT_EQ(json::parse(testing::slurp(dir / "bench.json"))["config"]["splits"], 3);
+  files.push_back(dir / "bench.json");
+  bool ok = false;
+  const std::string log = testing::validate_reports(files, ok);
+  EXPECT_TRUE(ok) << log;
+  const testing::CliResult v =
+      testing::run_cli("verify " + testing::quoted(dir / "seven.json") + " --rerun --root " +
+                       testing::quoted(FLASHLAB_SOURCE_DIR));
+  EXPECT_EQ(v.status, 0) << v.out << v.err;
+
+  const std::vector<testing::Refused> bad = {
+      {"run --splits 0", "--splits must be in 1..128 (got 0)"},
+      {"run --splits 129", "--splits must be in 1..128 (got 129)"},
+      {"run --splits -3", "--splits must be in 1..128 (got -3)"},
+      {"run --splits x", "--splits"},
+      {"run --splits 4 --versions tiled,atomic-dq",
+       "--splits sets how many splits a version that splits the keys makes (split-kv), and "
+       "--versions selects none"},
+      {"bench --splits 200", "--splits must be in 1..128 (got 200)"},
+      {"bench --splits 2 --versions tiled", "--versions selects none"},
+  };
+  testing::expect_refused(bad, " --backend cpu");
+}
+
 }  // namespace
 }  // namespace flashlab

@@ -32,8 +32,8 @@
 //
 // T the key blocks some row sees, rows = min(Br, group Nq) a worker's rows. More splits stream
 // fewer blocks each but write and combine more partials; of equal costs the fewest splits.
-// CpuOptions::splits forces S (still at most T). The CPU twin plans for kStandInSms SMs, so it walks
-// the schedule the GPU would get.
+// CpuOptions::splits (--splits) forces S (still at most T). The CPU twin plans for kStandInSms
+// SMs, so it walks the schedule the GPU would get.
 #pragma once
 
 #include <algorithm>

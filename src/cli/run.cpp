@@ -23,13 +23,13 @@ struct RunArgs {
   std::string window, seqlens, seqlens_k;
   double scale = 0;
   uint64_t seed = 0;
-  int br = 64, bc = 64, threads = 0;
+  int br = 64, bc = 64, threads = 0, splits = 0;
   int repeats = 3, warmup = 1, bitwise_repeats = 2;
   std::string dump;
   OutputOptions out;
   CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr,
               *Hkv_given = nullptr, *B_given = nullptr, *N_given = nullptr,
-              *page_size_given = nullptr;
+              *page_size_given = nullptr, *splits_given = nullptr;
 };
 
 // Turns the arguments into a validated RunConfig: everything is checked before anything big is
@@ -85,6 +85,11 @@ RunConfig make_config(const RunArgs& a) {
   c.cpu.Br = a.br;
   c.cpu.Bc = a.bc;
   c.cpu.threads = a.threads;
+  if (a.splits_given->count()) {  // 0 would mean the version's own rule: given, it is a count
+    if (a.splits < 1 || a.splits > kMaxKvSplits)
+      throw UsageError(fmt::format("--splits must be in 1..{} (got {})", kMaxKvSplits, a.splits));
+    c.cpu.splits = a.splits;
+  }
   c.repeats = a.repeats;
   c.warmup = a.warmup;
   c.bitwise_repeats = a.bitwise_repeats;
@@ -153,6 +158,11 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--br", a.br, "CPU twins: tile rows (Br)")->capture_default_str();
   sub->add_option("--bc", a.bc, "CPU twins: tile columns (Bc)")->capture_default_str();
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
+  a.splits_given = sub->add_option(
+      "--splits", a.splits,
+      fmt::format("split-kv: cut each K/V head's keys into this many splits, 1..{} (default: its "
+                  "split rule; versions that do not split the keys ignore it)",
+                  kMaxKvSplits));
   sub->add_option("--repeats", a.repeats, "timed runs per version")->capture_default_str();
   sub->add_option("--warmup", a.warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--bitwise-repeats", a.bitwise_repeats,
@@ -168,6 +178,7 @@ void register_run(CLI::App& app, Action& action) {
   flashlab run -H 8 --heads-kv 2 -N 512 --window 64,0  # grouped heads, a sliding window
   flashlab run --seqlens 1,17,128,300 --causal   # a packed batch of four sequences
   flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --page-size 16  # decoding from a paged cache
+  flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --versions tiled,split-kv --splits 8
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json
   flashlab run -N 256 -d 32 --dump out/   # then in Python: np.load("out/naive.dQ.npy")
 

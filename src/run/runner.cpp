@@ -158,9 +158,14 @@ std::string kv_splits_note(const VersionInfo& v, const RunConfig& c) {
     take(p);
   const std::string count = lo == hi ? fmt::format("{} split{}", lo, lo == 1 ? "" : "s")
                                      : fmt::format("{} to {} splits, sequence by sequence", lo, hi);
-  return fmt::format(
-      "{} cut each K/V head's keys into {} (its split rule's choice for this shape{}).", v.id,
-      count, hi == 1 ? ": one split writes O and LSE itself, with no combine pass" : "");
+  const int asked = c.cpu.splits;
+  const std::string why =
+      asked == 0 ? "its split rule's choice for this shape"
+      : lo == asked
+          ? fmt::format("--splits {}", asked)
+          : fmt::format("--splits {}, but no more splits than key blocks some row sees", asked);
+  return fmt::format("{} cut each K/V head's keys into {} ({}{}).", v.id, count, why,
+                     hi == 1 ? ": one split writes O and LSE itself, with no combine pass" : "");
 }
 
 }  // namespace

@@ -68,6 +68,20 @@ void check_paged(const Problem& p) {
         "sequences of Nk keys each (-B, --Nk)");
 }
 
+void check_splits(int splits, const std::vector<const VersionInfo*>& selected) {
+  if (splits == 0) return;
+  check_range("--splits", splits, 1, kMaxKvSplits);
+  for (const VersionInfo* v : selected)
+    if (v->kv_splits) return;
+  std::string ids;
+  for (const VersionInfo& v : versions())
+    if (v.kv_splits) ids += (ids.empty() ? "" : ", ") + std::string(v.id);
+  throw UsageError(fmt::format(
+      "--splits sets how many splits a version that splits the keys makes ({}), and --versions "
+      "selects none",
+      ids.empty() ? "no version of this build does" : ids));
+}
+
 std::vector<const VersionInfo*> parse_versions(const std::string& list) {
   std::vector<bool> chosen(versions().size(), false);
   if (list == "all") {  // the ladder; the exercises are chosen by id
@@ -180,6 +194,7 @@ void validate_run(const RunConfig& c) {
   check_range("--warmup", c.warmup, 0, kMaxRepeats);
   check_range("--bitwise-repeats", c.bitwise_repeats, 0, kMaxRepeats);
   if (c.versions.empty()) throw UsageError("no version selected");
+  check_splits(c.cpu.splits, c.versions);
   // Each version says which axes of the problem it takes (grouped heads, window), on each backend.
   std::vector<const VersionInfo*> todo = c.versions;
   if (needs_shared_forward(c)) todo.push_back(&feeding_forward());

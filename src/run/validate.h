@@ -58,7 +58,11 @@ void check_packed(const Problem& p);
 // one). (validate_run also checks that an int32 block table can name the pool's pages.)
 void check_paged(const Problem& p);
 
-// Shape, scale, tiles, threads, repeats; on cuda also each version's own check().
+// --splits (CpuOptions::splits): in 1..kMaxKvSplits, and some selected version splits the keys
+// (VersionEntry::kv_splits); the others ignore it. 0: not given.
+void check_splits(int splits, const std::vector<const VersionInfo*>& selected);
+
+// Shape, scale, tiles, threads, repeats, splits; on cuda also each version's own check().
 void validate_run(const RunConfig& c);
 
 // Host memory (run_host_bytes, and device memory on cuda) against what is available. UsageError
