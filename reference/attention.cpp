@@ -18,6 +18,7 @@
 
 #include "core/dtype.h"
 #include "core/packed.h"
+#include "core/paged.h"
 
 namespace flashlab::reference {
 
@@ -41,9 +42,20 @@ void check(const Problem& p, const Inputs& in, const char* who) {
     throw std::invalid_argument(std::string(who) + ": every dimension must be at least 1");
   if (s.kv_heads() < 1 || s.H % s.kv_heads() != 0)
     throw std::invalid_argument(std::string(who) + ": the K/V heads must divide the query heads");
+  if (s.paged() && s.packed())
+    throw std::invalid_argument(std::string(who) + ": a paged cache holds a dense batch");
   const auto q = static_cast<size_t>(s.q_elems()), kv = static_cast<size_t>(s.kv_elems());
   if (in.Q.size() != q || in.K.size() != kv || in.V.size() != kv)
     throw std::invalid_argument(std::string(who) + ": Q, K, V do not match the problem's shape");
+  if (s.paged()) check_block_table(s, in.block_table, who);
+}
+
+// Gradients of the contiguous problem laid out in the pool of a paged cache: dK and dV of the
+// slots that hold no key are 0 (nothing reads them).
+Gradients grads_to_pages(const Problem& p, const std::vector<int32_t>& table, Gradients g) {
+  g.dK = to_pages(p.shape, g.dK, table, 0.0);
+  g.dV = to_pages(p.shape, g.dV, table, 0.0);
+  return g;
 }
 
 // Rounds a value computed in Acc to the dtype a plain implementation would store it in.
@@ -231,9 +243,11 @@ Gradients backward_in(const Problem& p, const Inputs& in, const Forward& fwd, DT
 
 }  // namespace
 
-// A packed batch runs sequence by sequence (core/packed.h), each a dense problem of its own.
+// A packed batch runs sequence by sequence (core/packed.h), each a dense problem of its own; a
+// paged cache on K and V gathered to the contiguous layout (core/paged.h).
 Forward forward(const Problem& p, const Inputs& in, bool keep_P) {
   check(p, in, "reference forward");
+  if (p.shape.paged()) return forward(contiguous_problem(p), contiguous_inputs(p, in), keep_P);
   Forward f;
   if (p.shape.packed()) {
     forward_by_sequence(p, in, f, [&](const Problem& one, const Inputs& in1, Forward& out) {
@@ -246,6 +260,9 @@ Forward forward(const Problem& p, const Inputs& in, bool keep_P) {
 
 Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd) {
   check(p, in, "reference backward");
+  if (p.shape.paged())
+    return grads_to_pages(p, in.block_table,
+                          backward(contiguous_problem(p), contiguous_inputs(p, in), fwd));
   Gradients g;
   if (p.shape.packed()) {
     backward_by_sequence(
@@ -260,6 +277,7 @@ Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd) {
 
 Forward lowp_forward(const Problem& p, const Inputs& in) {
   check(p, in, "lowp forward");
+  if (p.shape.paged()) return lowp_forward(contiguous_problem(p), contiguous_inputs(p, in));
   const auto dense = [](const Problem& q, const Inputs& x) {
     if (q.dtype == DType::f64) return forward_in<double>(q, x, true, DType::f64);
     return forward_in<float>(q, x, true, q.dtype);
@@ -274,6 +292,9 @@ Forward lowp_forward(const Problem& p, const Inputs& in) {
 
 Gradients lowp_backward(const Problem& p, const Inputs& in, const Forward& lowp_fwd) {
   check(p, in, "lowp backward");
+  if (p.shape.paged())
+    return grads_to_pages(p, in.block_table,
+                          lowp_backward(contiguous_problem(p), contiguous_inputs(p, in), lowp_fwd));
   const auto dense = [](const Problem& q, const Inputs& x, const Forward& f) {
     if (q.dtype == DType::f64) return backward_in<double>(q, x, f, DType::f64);
     return backward_in<float>(q, x, f, q.dtype);
@@ -301,10 +322,19 @@ int64_t packed_peak(const Problem& p, int64_t whole, F&& one_peak) {
   return whole + most;
 }
 
+// A paged cache: the inputs gathered to the contiguous layout, beside the contiguous problem's
+// work (and, for the backward, dK and dV laid out in the pool again).
+int64_t gathered_bytes(const Problem& p) {
+  const Shape& s = p.shape;
+  return 8 * (2 * s.q_elems() + 2 * s.B * s.kv_heads() * s.Nk * s.d);
+}
+
 }  // namespace
 
 int64_t forward_peak_bytes(const Problem& p, int acc_bytes, bool keep_P) {
   const Shape& s = p.shape;
+  if (s.paged())
+    return gathered_bytes(p) + forward_peak_bytes(contiguous_problem(p), acc_bytes, keep_P);
   if (s.packed())
     return packed_peak(
         p, 8 * (s.q_elems() + s.lse_elems()) + (keep_P ? 8 * packed_p_elems(s) : 0),
@@ -319,6 +349,9 @@ int64_t forward_peak_bytes(const Problem& p, int acc_bytes, bool keep_P) {
 
 int64_t backward_peak_bytes(const Problem& p, int acc_bytes) {
   const Shape& s = p.shape;
+  if (s.paged())
+    return gathered_bytes(p) + backward_peak_bytes(contiguous_problem(p), acc_bytes) +
+           8 * 2 * s.kv_elems();
   if (s.packed())
     return packed_peak(p, 8 * (s.q_elems() + 2 * s.kv_elems()), [&](const Problem& one) {
       return backward_peak_bytes(one, acc_bytes) +
@@ -341,6 +374,19 @@ double finite_difference(const Problem& p, const Inputs& in, char which, int64_t
                          double eps) {
   check(p, in, "finite_difference");
   const Shape& s = p.shape;
+  if (s.paged()) {  // an element of the pool: the key its slot holds, or none (nothing reads it)
+    int64_t contiguous = index;
+    if (which == 'K' || which == 'V') {
+      if (index < 0 || index >= s.kv_elems())
+        throw std::invalid_argument("finite_difference: index out of range");
+      const int64_t row = index / s.d, kvh = row % s.kv_heads(), slot = row / s.kv_heads();
+      int64_t b = 0, j = 0;
+      if (!key_of_slot(s, in.block_table, slot / s.page_size, slot % s.page_size, b, j)) return 0.0;
+      contiguous = ((b * s.kv_heads() + kvh) * s.Nk + j) * s.d + index % s.d;
+    }
+    return finite_difference(contiguous_problem(p), contiguous_inputs(p, in), which, contiguous,
+                             eps);
+  }
   if (s.packed()) {  // the element's sequence, and its place in that sequence's dense layout
     const int64_t heads = which == 'Q' ? s.H : s.kv_heads();
     const int64_t token = index / (heads * s.d), h = (index / s.d) % heads, c = index % s.d;
@@ -408,6 +454,7 @@ HostTensor rowsum_o_do(const Problem& p, const Inputs& in, const Forward& fwd) {
 
 HostTensor rowsum_p_dp(const Problem& p, const Inputs& in, const Forward& fwd) {
   const Shape& s = p.shape;
+  if (s.paged()) return rowsum_p_dp(contiguous_problem(p), contiguous_inputs(p, in), fwd);
   if (s.packed()) {
     HostTensor D(static_cast<size_t>(s.lse_elems()), 0.0);
     const int64_t total = s.total_q();

@@ -78,7 +78,8 @@ TEST(Registry, FoldersAreTheVersionsWithTheirSourceHashes) {
 }
 
 TEST(Registry, CudaAvailabilityFollowsTheBuildsTargets) {
-  const cuda::Version side{};
+  const auto launch = [](const cuda::DeviceTensors&) {};
+  const cuda::Version side{.forward = launch};
   const VersionInfo* base = find_version("atomic-dq");
   ASSERT_NE(base, nullptr);
   VersionInfo v = *base;
@@ -93,9 +94,20 @@ TEST(Registry, CudaAvailabilityFollowsTheBuildsTargets) {
             "this build has code for sm_80 sm_90a; this GPU is sm_100");
   v.cuda_targets = "sm_80 compute_80";
   EXPECT_EQ(cuda_unavailable_on(v, 12, 0), "");  // PTX compiles for later GPUs
-  const cuda::Version picky{.unavailable = [](int, int) { return std::string("needs a friend"); }};
+  const cuda::Version picky{.forward = launch,
+                            .unavailable = [](int, int) { return std::string("needs a friend"); }};
   v.cuda = &picky;
   EXPECT_EQ(cuda_unavailable_on(v, 8, 0), "needs a friend");
+  // An entry with no pass declares a kernel still to come: its own sentence (or a plain one) on
+  // every GPU and on a machine without one, before the device is looked at.
+  const cuda::Version to_come{.unavailable = [](int, int) { return std::string("not yet"); }};
+  v.cuda = &to_come;
+  for (const auto& [cc_major, cc_minor] : {std::pair{8, 0}, {9, 0}, {12, 0}})
+    EXPECT_EQ(cuda_unavailable_on(v, cc_major, cc_minor), "not yet");
+  EXPECT_EQ(cuda_unavailable(v), "not yet");
+  const cuda::Version bare{};
+  v.cuda = &bare;
+  EXPECT_EQ(cuda_unavailable_on(v, 9, 0), "its CUDA side has no kernel yet");
   v.cuda = nullptr;
   v.cuda_absent = "this build has no sm_90a code";
   EXPECT_EQ(cuda_unavailable(v), "this build has no sm_90a code");

@@ -98,6 +98,12 @@ TEST(Memory, EstimateHoldsThePeakOfEveryVersionAndDtype) {
     for (const char* v : {"naive", "tiled", "recompute", "atomic-dq", "deterministic-dq"})
       for (const char* t : {"fp64", "fp32", "fp16", "bf16"})
         cases.push_back({v, t, shape, dir / (std::to_string(cases.size()) + ".json")});
+  // Decoding: from a paged cache, where the pool and its gathered copies dominate; and with the
+  // group's 128 packed rows in two row blocks over 16 splits, each with its partials.
+  for (const char* shape : {"-B 2 -H 8 --heads-kv 2 --Nq 1 --Nk 20000 -d 64 --page-size 16",
+                            "-B 1 -H 8 --heads-kv 1 --Nq 16 --Nk 8192 -d 128 --causal"})
+    for (const char* t : {"fp64", "fp32", "fp16", "bf16"})
+      cases.push_back({"split-kv", t, shape, dir / (std::to_string(cases.size()) + ".json")});
 
   // Two runs at a time (each its own process; wait4 gives each one's own peak).
   std::map<pid_t, size_t> running;

@@ -24,12 +24,12 @@ struct BenchArgs {
   std::vector<std::string> passes = {"fwd", "bwd"};
   std::string versions = "all";
   int repeats = 0, warmup = 0;
-  int threads = 0;
+  int threads = 0, splits = 0;
   uint64_t seed = 0;
   int64_t tokens = 0, hidden = 0, heads_kv = 0;
   std::string seqlens, varlen;
   OutputOptions out;
-  CLI::Option *repeats_given = nullptr, *warmup_given = nullptr;
+  CLI::Option *repeats_given = nullptr, *warmup_given = nullptr, *splits_given = nullptr;
   CLI::Option *tokens_given = nullptr, *hidden_given = nullptr, *heads_kv_given = nullptr;
 };
 
@@ -117,6 +117,11 @@ BenchConfig make_config(const BenchArgs& a) {
   b.cpu.threads = a.threads;
   if (a.threads < 0 || a.threads > kMaxThreads)
     throw UsageError(fmt::format("--threads must be in 0..{} (got {})", kMaxThreads, a.threads));
+  if (a.splits_given->count()) {
+    if (a.splits < 1 || a.splits > kMaxKvSplits)
+      throw UsageError(fmt::format("--splits must be in 1..{} (got {})", kMaxKvSplits, a.splits));
+    b.cpu.splits = a.splits;
+  }
   fill_bench_defaults(b);
   if (a.tokens_given->count()) b.tokens = a.tokens;
   if (a.hidden_given->count()) b.hidden = a.hidden;
@@ -190,6 +195,11 @@ void register_bench(CLI::App& app, Action& action) {
                   "a packed batch of COUNT sequences, lengths drawn from MIN..MAX by --seed")
       ->type_name("COUNT,MIN,MAX");
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
+  a.splits_given = sub->add_option(
+      "--splits", a.splits,
+      fmt::format("split-kv: cut each K/V head's keys into this many splits, 1..{} (default: its "
+                  "split rule; versions that do not split the keys ignore it)",
+                  kMaxKvSplits));
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
   add_output_options(sub, a.out, kTables);
   add_alias(sub, "--N", N, a.Ns);  // bench's spelling before it took run's -N

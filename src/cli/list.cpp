@@ -16,6 +16,7 @@ std::string axes_text(unsigned axes) {
   if (axes & kGroupedHeads) s += "grouped heads";
   if (axes & kWindow) s += std::string(s.empty() ? "" : ", ") + "window";
   if (axes & kPacked) s += std::string(s.empty() ? "" : ", ") + "packed";
+  if (axes & kPaged) s += std::string(s.empty() ? "" : ", ") + "paged";
   return s.empty() ? "-" : s;
 }
 
@@ -55,8 +56,10 @@ Report list_report() {
       v.rows.push_back({x.id, to_string(x.pass), x.deterministic, x.workspace, axes_text(x.axes),
                         x.folder, x.idea});
     const std::string why = cuda_unavailable(x);
-    cu.rows.push_back({x.id, x.cuda != nullptr, x.cuda ? json(x.cuda_targets) : json(),
-                       x.cuda ? json(axes_text(x.cuda->axes)) : json(),
+    // A CUDA entry with no pass declares a kernel still to come (its own line says so).
+    const bool built = x.cuda && (x.cuda->forward || x.cuda->backward);
+    cu.rows.push_back({x.id, built, built ? json(x.cuda_targets) : json(),
+                       built ? json(axes_text(x.cuda->axes)) : json(),
                        why.empty() ? std::string("available") : "unavailable: " + why});
   }
   const cuda::DeviceInfo& d = cuda::device_info();
@@ -76,10 +79,10 @@ Report list_report() {
       "`flashlab run --versions all` puts them side by side against the fp64 reference.");
   r.observations.push_back(
       "\"takes\" names the axes of the problem beyond dense multi-head attention a version runs: "
-      "grouped K/V heads (--heads-kv), a sliding window (--window) and a packed batch of "
+      "grouped K/V heads (--heads-kv), a sliding window (--window), a packed batch of "
       "sequences of their own lengths (--seqlens; on the CPU every twin runs it sequence by "
-      "sequence); a version asked for a "
-      "problem it does not take is refused with one line, and `--versions all` leaves it out.");
+      "sequence) and a paged K/V cache (--page-size); a version asked for a problem it does not "
+      "take is refused with one line, and `--versions all` leaves it out.");
   if (!ex.rows.empty())
     r.observations.push_back(
         "The exercises run by id (`flashlab run --versions ex1-ds`) and report `not implemented` "

@@ -18,17 +18,18 @@ struct RunArgs {
   std::string versions = "all";
   std::string backend = "auto";
   std::string dtype = "auto";
-  int64_t B = 1, H = 2, Hkv = 0, N = 1024, Nq = 0, Nk = 0, d = 64;
+  int64_t B = 1, H = 2, Hkv = 0, N = 1024, Nq = 0, Nk = 0, d = 64, page_size = 0;
   std::string causal = "no";
   std::string window, seqlens, seqlens_k;
   double scale = 0;
   uint64_t seed = 0;
-  int br = 64, bc = 64, threads = 0;
+  int br = 64, bc = 64, threads = 0, splits = 0;
   int repeats = 3, warmup = 1, bitwise_repeats = 2;
   std::string dump;
   OutputOptions out;
   CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr,
-              *Hkv_given = nullptr, *B_given = nullptr, *N_given = nullptr;
+              *Hkv_given = nullptr, *B_given = nullptr, *N_given = nullptr,
+              *page_size_given = nullptr, *splits_given = nullptr;
 };
 
 // Turns the arguments into a validated RunConfig: everything is checked before anything big is
@@ -64,6 +65,12 @@ RunConfig make_config(const RunArgs& a) {
                a.seqlens_k.empty() ? parse_seqlens(a.seqlens, "--seqlens")
                                    : parse_seqlens(a.seqlens_k, "--seqlens-k"));
   }
+  if (a.page_size_given->count()) {  // 0 would mean contiguous: given, it is a page size or wrong
+    if (a.page_size < 1)
+      throw UsageError(fmt::format("--page-size must be a power of two in 1..{} (got {})",
+                                   kMaxPageSize, a.page_size));
+    p.shape.page_size = a.page_size;
+  }
   const std::vector<bool> masks = parse_causal(a.causal);
   if (masks.size() != 1)
     throw UsageError("run takes one --causal, yes or no (got '" + a.causal +
@@ -78,19 +85,29 @@ RunConfig make_config(const RunArgs& a) {
   c.cpu.Br = a.br;
   c.cpu.Bc = a.bc;
   c.cpu.threads = a.threads;
+  if (a.splits_given->count()) {  // 0 would mean the version's own rule: given, it is a count
+    if (a.splits < 1 || a.splits > kMaxKvSplits)
+      throw UsageError(fmt::format("--splits must be in 1..{} (got {})", kMaxKvSplits, a.splits));
+    c.cpu.splits = a.splits;
+  }
   c.repeats = a.repeats;
   c.warmup = a.warmup;
   c.bitwise_repeats = a.bitwise_repeats;
   c.dump_dir = a.dump;
+  check_paged(p);  // before "all" is cut to the versions that take the problem
   // "all" on the GPU leaves out what cannot run on it (an sm_90a rung on an sm_80 GPU), and says
   // so; a version asked for by name is an error instead (validate_run).
   if (a.versions == "all" && c.backend == Backend::cuda)
     c.versions = runnable_on_cuda(c.versions, &c.notes);
   if (a.versions == "all") {
+    // The axis no version takes, when one is to blame; else the first of the problem's.
+    unsigned untaken = p.axes();
+    for (const VersionInfo* v : c.versions)
+      untaken &= ~(v->axes & (c.backend == Backend::cuda && v->cuda ? v->cuda->axes : ~0u));
     c.versions = taking_axes(c.versions, p, c.backend, &c.notes);
     if (c.versions.empty())
-      throw UsageError(
-          fmt::format("no version takes {} on {} yet", axis_name(p.axes()), to_string(c.backend)));
+      throw UsageError(fmt::format("no version takes {} on {} yet",
+                                   axis_name(untaken ? untaken : p.axes()), to_string(c.backend)));
   }
   validate_run(c);
   return c;
@@ -124,6 +141,10 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--seqlens-k", a.seqlens_k,
                   "the packed batch's key lengths, one per sequence (default: --seqlens)")
       ->type_name("L1,L2,...");
+  a.page_size_given = sub->add_option(
+      "--page-size", a.page_size,
+      "a paged K/V cache: keys per page, a power of two (K, V [pages, P, Hkv, d] in pages the "
+      "seed shuffles, and a block table; default: contiguous)");
   sub->add_option("-d", a.d, "head dimension")->capture_default_str();
   add_causal_option(sub, a.causal,
                     "causal mask, bottom-right aligned: yes or no (--causal alone: yes)",
@@ -137,6 +158,11 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--br", a.br, "CPU twins: tile rows (Br)")->capture_default_str();
   sub->add_option("--bc", a.bc, "CPU twins: tile columns (Bc)")->capture_default_str();
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
+  a.splits_given = sub->add_option(
+      "--splits", a.splits,
+      fmt::format("split-kv: cut each K/V head's keys into this many splits, 1..{} (default: its "
+                  "split rule; versions that do not split the keys ignore it)",
+                  kMaxKvSplits));
   sub->add_option("--repeats", a.repeats, "timed runs per version")->capture_default_str();
   sub->add_option("--warmup", a.warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--bitwise-repeats", a.bitwise_repeats,
@@ -151,6 +177,8 @@ void register_run(CLI::App& app, Action& action) {
   flashlab run --Nq 100 --Nk 333 -d 16 --dtype fp64 --br 16 --bc 12
   flashlab run -H 8 --heads-kv 2 -N 512 --window 64,0  # grouped heads, a sliding window
   flashlab run --seqlens 1,17,128,300 --causal   # a packed batch of four sequences
+  flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --page-size 16  # decoding from a paged cache
+  flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --versions tiled,split-kv --splits 8
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json
   flashlab run -N 256 -d 32 --dump out/   # then in Python: np.load("out/naive.dQ.npy")
 

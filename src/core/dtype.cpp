@@ -114,6 +114,7 @@ const char* axis_name(unsigned axes) {
   if (axes & kGroupedHeads) return "grouped K/V heads (--heads-kv)";
   if (axes & kWindow) return "a sliding window (--window)";
   if (axes & kPacked) return "a packed batch (--seqlens)";
+  if (axes & kPaged) return "a paged K/V cache (--page-size)";
   return "dense multi-head attention";
 }
 

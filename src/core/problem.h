@@ -13,6 +13,13 @@
 // rows writes nothing and its dK, dV are 0; one with no keys gets O = 0, LSE = -inf, dQ = 0. Nq
 // and Nk are the longest lengths.
 //
+// A paged K/V cache (decoding; the layout serving engines keep): K and V live in a pool of pages
+// of page_size keys each, and a block table maps page i of sequence b to a page of the pool:
+//   K, V (and dK, dV) [num_pages, page_size, Hkv, d]    block_table [B, pages_per_seq] (int32)
+// Key j of sequence b is row j % page_size of page block_table[b][j / page_size]; the slots of a
+// sequence's last page past its Nk keys belong to no key (paged.h). Q, O, LSE keep their dense
+// layout. A paged cache holds B sequences of Nk keys each (not a packed batch).
+//
 // Which keys a query row sees, all aligned bottom-right (off = Nk - Nq, as FlashAttention >= 2.1):
 //   causal          key j <= i + off
 //   window (L, R)   i + off - L <= j <= i + off + R   (-1: no bound on that side)
@@ -34,8 +41,14 @@ struct Shape {
   int64_t Hkv = 0;  // K/V heads; 0 means H (one K/V head per query head)
   // A packed batch: B lengths each (empty: every sequence has Nq queries and Nk keys).
   std::vector<int64_t> lens_q = {}, lens_k = {};
+  // A paged K/V cache: keys per page (0: K and V are contiguous).
+  int64_t page_size = 0;
 
   bool packed() const { return !lens_q.empty(); }
+  bool paged() const { return page_size > 0; }
+  // A paged cache: the pages of one sequence (a row of the block table), and of the whole pool.
+  int64_t pages_per_seq() const { return paged() ? (Nk + page_size - 1) / page_size : 0; }
+  int64_t num_pages() const { return B * pages_per_seq(); }
   int64_t len_q(int64_t b) const { return packed() ? lens_q[b] : Nq; }
   int64_t len_k(int64_t b) const { return packed() ? lens_k[b] : Nk; }
   // The first query row (key) of sequence b, counted in tokens over the batch: q_start(B) is the
@@ -58,7 +71,10 @@ struct Shape {
     return (kh / kv_heads()) * H + (kh % kv_heads()) * group();
   }
   int64_t q_elems() const { return total_q() * H * d; }            // Q, O, dO, dQ
-  int64_t kv_elems() const { return total_k() * kv_heads() * d; }  // K, V, dK, dV
+  // K, V, dK, dV: a paged cache's whole pool, the slots past each sequence's last key included.
+  int64_t kv_elems() const {
+    return (paged() ? num_pages() * page_size : total_k()) * kv_heads() * d;
+  }
   int64_t lse_elems() const { return total_q() * H; }              // LSE, D
 
  private:
@@ -85,6 +101,7 @@ enum Axis : unsigned {
   kGroupedHeads = 1u << 0,  // Hkv < H
   kWindow = 1u << 1,        // a sliding window
   kPacked = 1u << 2,        // a packed batch of sequences of their own lengths
+  kPaged = 1u << 3,         // a paged K/V cache with a block table
 };
 // "grouped K/V heads (--heads-kv)", "a sliding window (--window)": the first axis in `axes`.
 const char* axis_name(unsigned axes);
@@ -105,7 +122,7 @@ struct Problem {
   // The axes beyond dense multi-head attention this problem uses (Axis flags).
   unsigned axes() const {
     return (shape.grouped() ? kGroupedHeads : 0u) | (windowed() ? kWindow : 0u) |
-           (shape.packed() ? kPacked : 0u);
+           (shape.packed() ? kPacked : 0u) | (shape.paged() ? kPaged : 0u);
   }
   // The keys query row r sees: [first_key(r), last_key(r)], empty when first_key(r) > last_key(r).
   // Both are nondecreasing in r.
@@ -126,6 +143,8 @@ using HostTensor = std::vector<double>;
 
 struct Inputs {
   HostTensor Q, K, V, dO;
+  // A paged cache (Shape::paged): the pool page of each sequence's pages, [B, pages_per_seq].
+  std::vector<int32_t> block_table;
 };
 
 struct Forward {
@@ -168,7 +187,12 @@ struct CpuOptions {
   int Bc = 64;
   int threads = 0;       // 0: OpenMP's default
   bool dry_run = false;  // walk the schedule and count, skip the arithmetic
+  int splits = 0;        // a version that splits the keys (split-kv): this many (0: its own rule)
 };
+
+// The most K/V splits a version is asked for (--splits): its combine reads every split's partial
+// of a row.
+inline constexpr int kMaxKvSplits = 128;
 
 std::string to_string(DType t);
 bool parse_dtype(const std::string& s, DType& out);

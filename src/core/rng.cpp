@@ -1,8 +1,10 @@
 #include "core/rng.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/dtype.h"
+#include "core/paged.h"
 
 namespace flashlab {
 
@@ -87,9 +89,19 @@ HostTensor random_normal(uint64_t seed, uint64_t stream, int64_t n, DType dtype)
 Inputs make_inputs(const Problem& p, uint64_t seed) {
   Inputs in;
   in.Q = random_normal(seed, 1, p.shape.q_elems(), p.dtype);
-  in.K = random_normal(seed, 2, p.shape.kv_elems(), p.dtype);
-  in.V = random_normal(seed, 3, p.shape.kv_elems(), p.dtype);
   in.dO = random_normal(seed, 4, p.shape.q_elems(), p.dtype);
+  if (!p.shape.paged()) {
+    in.K = random_normal(seed, 2, p.shape.kv_elems(), p.dtype);
+    in.V = random_normal(seed, 3, p.shape.kv_elems(), p.dtype);
+    return in;
+  }
+  // A paged cache: the contiguous problem's K and V, laid out in shuffled pages (core/paged.h).
+  const Shape& s = p.shape;
+  const int64_t n = s.B * s.kv_heads() * s.Nk * s.d;
+  const double unused = std::numeric_limits<double>::quiet_NaN();
+  in.block_table = shuffled_block_table(s, seed);
+  in.K = to_pages(s, random_normal(seed, 2, n, p.dtype), in.block_table, unused);
+  in.V = to_pages(s, random_normal(seed, 3, n, p.dtype), in.block_table, unused);
   return in;
 }
 

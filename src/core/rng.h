@@ -29,7 +29,8 @@ class Rng {
 // (seed, stream, n) gives the same values on every machine, compiler and thread count.
 HostTensor random_normal(uint64_t seed, uint64_t stream, int64_t n, DType dtype);
 
-// Q, K, V, dO for the problem (streams 1..4), rounded to its dtype.
+// Q, K, V, dO for the problem (streams 1..4), rounded to its dtype. A paged cache: K and V are
+// the contiguous problem's, laid out in pages, with a block table drawn from stream 5 (paged.h).
 Inputs make_inputs(const Problem& p, uint64_t seed);
 
 }  // namespace flashlab

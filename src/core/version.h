@@ -78,6 +78,10 @@ struct VersionEntry {
   // The problem's axes beyond dense multi-head attention its CPU twin takes (Axis flags of
   // core/problem.h: kGroupedHeads | kWindow); a problem with another is refused before it runs.
   unsigned axes = 0;
+  // A version that splits each K/V head's keys across workers (split-kv): how many splits its
+  // schedule makes for a problem at the options `o` (o.splits forces them, within its limits).
+  // Only such versions take --splits. Null for the others.
+  int64_t (*kv_splits)(const Problem& p, const CpuOptions& o) = nullptr;
 };
 
 // One source file of a version folder and the SHA-256 of its bytes when this binary was built.

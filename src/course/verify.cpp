@@ -271,7 +271,7 @@ RunConfig parse_run_config(const json& c, std::string& backend) {
             int_field_or(c, "H", at, 1, kMaxBatchHeads, 1), int_field(c, "Nq", at, 1, kMaxN),
             int_field(c, "Nk", at, 1, kMaxN), int_field(c, "d", at, 1, kMaxHeadDim)};
   rc.problem.causal = c.contains("causal") && bool_field(c, "causal", at);
-  // The axes beyond dense heads: grouped K/V heads, a window, a packed batch.
+  // The axes beyond dense heads: grouped K/V heads, a window, a packed batch, a paged cache.
   rc.problem.shape.Hkv = int_field_or(c, "Hkv", at, 1, rc.problem.shape.H, rc.problem.shape.H);
   if (c.contains("window")) {
     const json& w = c["window"];
@@ -297,6 +297,8 @@ RunConfig parse_run_config(const json& c, std::string& backend) {
     };
     set_packed(rc.problem.shape, lens("seqlens_q"), lens("seqlens_k"));
   }
+  // A paged cache: its page size (validate_run checks the rest, as for `run --page-size`).
+  rc.problem.shape.page_size = int_field_or(c, "page_size", at, 1, kMaxPageSize, 0);
   if (c.contains("scale")) {
     rc.problem.scale = number_field(c, "scale", at);
     if (!std::isfinite(rc.problem.scale) || rc.problem.scale < 0)
@@ -308,6 +310,7 @@ RunConfig parse_run_config(const json& c, std::string& backend) {
   rc.cpu.Br = static_cast<int>(int_field_or(c, "br", at, 1, kMaxTile, rc.cpu.Br));
   rc.cpu.Bc = static_cast<int>(int_field_or(c, "bc", at, 1, kMaxTile, rc.cpu.Bc));
   rc.cpu.threads = static_cast<int>(int_field_or(c, "threads", at, 0, kMaxThreads, 0));
+  rc.cpu.splits = static_cast<int>(int_field_or(c, "splits", at, 1, kMaxKvSplits, 0));
   return rc;
 }
 

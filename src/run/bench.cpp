@@ -283,6 +283,7 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
                 {"seed", b.seed},
                 {"cpu_sweep", !gpu}};
   if (!gpu) rep.config["threads"] = b.cpu.threads;
+  if (b.cpu.splits > 0) rep.config["splits"] = b.cpu.splits;
 
   int64_t packed_tokens = 0;
   for (int64_t n : b.varlen) packed_tokens += n;

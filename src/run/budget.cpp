@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/packed.h"
+#include "core/paged.h"
 #include "reference/attention.h"
 #include "run/compare.h"
 
@@ -181,6 +182,12 @@ std::vector<double> rounding_floor(const Problem& p, const Inputs& in, const For
 ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& ref_fwd,
                            const Gradients& ref_grads) {
   const Shape& s = p.shape;
+  if (s.paged()) {  // the contiguous problem's budget: the same keys, the same numbers
+    Gradients g = ref_grads;
+    g.dK = from_pages(s, ref_grads.dK, in.block_table);
+    g.dV = from_pages(s, ref_grads.dV, in.block_table);
+    return compute_budget(contiguous_problem(p), contiguous_inputs(p, in), ref_fwd, g);
+  }
   const double u_acc = unit_roundoff(p.dtype == DType::f64 ? DType::f64 : DType::f32);
   const double n = static_cast<double>(std::max({s.Nq, s.Nk, s.d}));
   const double floor = kFloorUnits * u_acc * std::sqrt(n);

@@ -57,6 +57,8 @@ json config_json(const RunConfig& c) {
     j["seqlens_q"] = p.shape.lens_q;
     j["seqlens_k"] = p.shape.lens_k;
   }
+  if (p.shape.paged()) j["page_size"] = p.shape.page_size;
+  if (c.cpu.splits > 0) j["splits"] = c.cpu.splits;
   if (!c.dump_dir.empty()) j["dump"] = c.dump_dir;
   return j;
 }

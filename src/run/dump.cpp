@@ -102,9 +102,12 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
   // cumulative offsets of the sequences (cu_seqlens_q.npy, cu_seqlens_k.npy: int32, B + 1 each).
   const std::vector<int64_t> q_shape = s.packed() ? std::vector<int64_t>{s.total_q(), s.H, s.d}
                                                   : std::vector<int64_t>{s.B, s.H, s.Nq, s.d};
-  const std::vector<int64_t> kv_shape = s.packed()
-                                            ? std::vector<int64_t>{s.total_k(), s.kv_heads(), s.d}
-                                            : std::vector<int64_t>{s.B, s.kv_heads(), s.Nk, s.d};
+  // A paged cache: K, V (and dK, dV) as its pool [pages, page_size, Hkv, d], the block table and
+  // each sequence's keys (cache_seqlens.npy, int32 [B]), as FA's paged-cache API takes them.
+  const std::vector<int64_t> kv_shape =
+      s.packed()  ? std::vector<int64_t>{s.total_k(), s.kv_heads(), s.d}
+      : s.paged() ? std::vector<int64_t>{s.num_pages(), s.page_size, s.kv_heads(), s.d}
+                  : std::vector<int64_t>{s.B, s.kv_heads(), s.Nk, s.d};
   const std::vector<int64_t> lse_shape =
       s.packed() ? std::vector<int64_t>{s.H, s.total_q()} : std::vector<int64_t>{s.B, s.H, s.Nq};
   const DType lse_type = p.dtype == DType::f64 ? DType::f64 : DType::f32;
@@ -132,6 +135,20 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
                          {"descr", "<i4"}});
     }
   }
+  if (s.paged()) {
+    const auto put_int32 = [&](const std::string& name, const std::vector<int32_t>& values,
+                               const std::vector<int64_t>& shape) {
+      dir.write(name + ".npy", npy_int32_bytes(values, shape));
+      entries.push_back({{"file", name + ".npy"},
+                         {"tensor", name},
+                         {"version", "input"},
+                         {"shape", shape},
+                         {"descr", "<i4"}});
+    };
+    put_int32("block_table", r.inputs.block_table, {s.B, s.pages_per_seq()});
+    put_int32("cache_seqlens",
+              std::vector<int32_t>(static_cast<size_t>(s.B), static_cast<int32_t>(s.Nk)), {s.B});
+  }
   put("Q", "Q", "input", r.inputs.Q, q_shape, p.dtype);
   put("K", "K", "input", r.inputs.K, kv_shape, p.dtype);
   put("V", "V", "input", r.inputs.V, kv_shape, p.dtype);
@@ -153,12 +170,17 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
       put(id + ".dV", "dV", id, v.grads.dV, kv_shape, p.dtype);
     }
   }
-  const json index = {{"schema", kDumpSchema},
-                      {"config", config_json(c)},
-                      {"note",
-                       "bf16 tensors are stored as <f4 (NumPy has no bfloat16); their "
-                       "values are exactly the bf16 values"},
-                      {"files", entries}};
+  std::string note =
+      "bf16 tensors are stored as <f4 (NumPy has no bfloat16); their values are exactly the bf16 "
+      "values";
+  if (s.paged())
+    note +=
+        ". K and V are a paged cache [pages, page_size, Hkv, d]: key j of sequence b is "
+        "K[block_table[b, j // page_size], j % page_size]; in NumPy, K[block_table].reshape(B, "
+        "-1, Hkv, d)[:, :Nk].transpose(0, 2, 1, 3) is the contiguous [B, Hkv, Nk, d]. The slots "
+        "past a sequence's last key hold NaN (no key); dK and dV are 0 there";
+  const json index = {
+      {"schema", kDumpSchema}, {"config", config_json(c)}, {"note", note}, {"files", entries}};
   dir.write("index.json", index.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 

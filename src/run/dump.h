@@ -5,6 +5,11 @@
 //   DIR/reference.{O,LSE,dQ,dK,dV}.npy     the fp64 reference (<f8)
 //   DIR/<version>.{O,LSE}.npy              versions with a forward  (LSE [B,H,Nq], <f4; fp64: <f8)
 //   DIR/<version>.{dQ,dK,dV}.npy           versions with a backward
+//   DIR/cu_seqlens_{q,k}.npy               a packed batch's offsets (int32 [B + 1]); its tensors
+//                                          are [tokens, heads, d], LSE [H, tokens]
+//   DIR/block_table.npy cache_seqlens.npy  a paged cache's block table (int32 [B, pages per
+//                                          sequence]) and keys per sequence (int32 [B]); K, V,
+//                                          dK, dV are then its pool [pages, page_size, Hkv, d]
 //   DIR/index.json                         file -> tensor, version, shape, descr
 //
 // DIR holds exactly these files: it is written whole into a temporary directory beside it and

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/packed.h"
+#include "core/paged.h"
 #include "reference/attention.h"
 #include "util/error.h"
 #include "util/format.h"
@@ -92,18 +93,25 @@ double run_host_bytes(const RunConfig& c) {
   peak = std::max(peak, inputs + 8.0 * (s.q_elems() + s.lse_elems()) + P +
                             static_cast<double>(reference::backward_peak_bytes(p, 8)));
 
-  // Budget: the storage-dtype computation beside the reference's outputs.
+  // Budget: the storage-dtype computation beside the reference's outputs. A paged cache's budget
+  // is its contiguous problem's: the inputs and the reference's gradients gathered first.
   double kept = inputs + ref_out;
+  const Problem& bp = s.paged() ? contiguous_problem(p) : p;
+  const Shape& bs = bp.shape;
+  const double gathered =
+      s.paged() ? 8.0 * (3 * s.q_elems() + 4 * bs.kv_elems() + s.lse_elems()) : 0.0;
+  peak = std::max(peak, kept + gathered);
   if (p.dtype != DType::f64) {
     const int acc = 4;
-    const double lowp_fwd = static_cast<double>(reference::forward_peak_bytes(p, acc, true));
-    peak = std::max(peak, kept + lowp_fwd);
+    const double lowp_fwd = static_cast<double>(reference::forward_peak_bytes(bp, acc, true));
+    peak = std::max(peak, kept + gathered + lowp_fwd);
     const double lowp_fwd_out = 8.0 * (s.q_elems() + s.lse_elems()) + P;
-    peak = std::max(
-        peak, kept + lowp_fwd_out + static_cast<double>(reference::backward_peak_bytes(p, acc)));
+    peak = std::max(peak, kept + gathered + lowp_fwd_out +
+                              static_cast<double>(reference::backward_peak_bytes(bp, acc)));
     // Comparing: a rounded copy of one reference output at a time.
-    peak = std::max(peak, kept + lowp_fwd_out + 8.0 * (s.q_elems() + 2 * s.kv_elems()) +
-                              8.0 * std::max(s.q_elems(), s.kv_elems()));
+    peak =
+        std::max(peak, kept + gathered + lowp_fwd_out + 8.0 * (bs.q_elems() + 2 * bs.kv_elems()) +
+                           8.0 * std::max(bs.q_elems(), bs.kv_elems()));
   }
 
   // Versions, in order; the shared forward is made before the first backward-only version.

@@ -50,6 +50,14 @@ bool runs_on(const std::string& target, int major, int minor) {
   return cc <= dev;
 }
 
+// A CUDA entry without a pass declares a kernel still to come: its own sentence says so, on any
+// GPU and without one ("" when the entry has a pass).
+std::string kernel_to_come(const VersionInfo& v) {
+  if (v.cuda->forward || v.cuda->backward) return "";
+  const std::string own = v.cuda->unavailable ? v.cuda->unavailable(0, 0) : "";
+  return own.empty() ? "its CUDA side has no kernel yet" : own;
+}
+
 }  // namespace
 
 std::string duplicate_ids(std::span<const VersionInfo> list) {
@@ -115,6 +123,7 @@ bool cuda_built() {
 
 std::string cuda_unavailable_on(const VersionInfo& v, int cc_major, int cc_minor) {
   if (!v.cuda) return v.cuda_absent;
+  if (std::string why = kernel_to_come(v); !why.empty()) return why;
   std::vector<std::string> targets;
   std::istringstream in(v.cuda_targets);
   for (std::string t; in >> t;) targets.push_back(t);
@@ -131,6 +140,7 @@ std::string cuda_unavailable_on(const VersionInfo& v, int cc_major, int cc_minor
 
 std::string cuda_unavailable(const VersionInfo& v) {
   if (!v.cuda) return v.cuda_absent;
+  if (std::string why = kernel_to_come(v); !why.empty()) return why;
   const cuda::DeviceInfo& d = cuda::device_info();
   if (!d.present) return d.why_absent;
   return cuda_unavailable_on(v, d.cc_major, d.cc_minor);

@@ -39,8 +39,9 @@ std::string to_string(Pass p);
 bool cuda_built();
 
 // Why `v` cannot run on the CUDA backend here ("" when it can): its CUDA side is absent from this
-// build, there is no usable device, the build has no code for this GPU, or the version's own
-// reason (cuda::Version::unavailable).
+// build, its entry declares no pass yet (the entry's own reason, whatever the device), there is no
+// usable device, the build has no code for this GPU, or the version's own reason
+// (cuda::Version::unavailable).
 std::string cuda_unavailable(const VersionInfo& v);
 
 // The same judgement for a given device (compute capability major.minor), without the device

@@ -140,6 +140,34 @@ std::string packed_lengths_text(const Shape& s) {
                                             summary(s.lens_k, s.total_k()));
 }
 
+// A version that splits each K/V head's keys (split-kv): how many splits the run's problem got,
+// per sequence for a packed batch.
+std::string kv_splits_note(const VersionInfo& v, const RunConfig& c) {
+  const Problem& p = c.problem;
+  int64_t lo = 0, hi = 0;
+  const auto take = [&](const Problem& one) {
+    const int64_t n = v.kv_splits(one, c.cpu);
+    lo = lo == 0 ? n : std::min(lo, n);
+    hi = std::max(hi, n);
+  };
+  if (p.shape.packed())
+    for_each_sequence(p, [&](const Sequence& q) {
+      if (!q.empty()) take(q.problem);
+    });
+  else
+    take(p);
+  const std::string count = lo == hi ? fmt::format("{} split{}", lo, lo == 1 ? "" : "s")
+                                     : fmt::format("{} to {} splits, sequence by sequence", lo, hi);
+  const int asked = c.cpu.splits;
+  const std::string why =
+      asked == 0 ? "its split rule's choice for this shape"
+      : lo == asked
+          ? fmt::format("--splits {}", asked)
+          : fmt::format("--splits {}, but no more splits than key blocks some row sees", asked);
+  return fmt::format("{} cut each K/V head's keys into {} ({}{}).", v.id, count, why,
+                     hi == 1 ? ": one split writes O and LSE itself, with no combine pass" : "");
+}
+
 }  // namespace
 
 // O and LSE for the backward-only versions: the registry's feeding forward (tiled) on the same
@@ -284,7 +312,8 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
                                                           p.shape.Nq, p.shape.Nk, p.shape.d);
   const std::string extra =
       (p.shape.grouped() ? fmt::format(" over {} K/V heads", p.shape.kv_heads()) : "") +
-      (p.windowed() ? fmt::format(", window ({}, {})", p.window_left, p.window_right) : "");
+      (p.windowed() ? fmt::format(", window ({}, {})", p.window_left, p.window_right) : "") +
+      (p.shape.paged() ? fmt::format(", K/V in pages of {}", p.shape.page_size) : "");
   const std::string shape = fmt::format("{}, {}{}{}, {}, seed {}", to_string(p.dtype), lengths,
                                         dims, extra, p.causal ? "causal" : "non-causal", c.seed);
   Table errors{"errors",
@@ -377,6 +406,10 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
           "{} is not bitwise repeatable: its runs gave different bits (it is registered as "
           "non-deterministic).",
           v.version->id));
+  if (c.backend == Backend::cpu)
+    for (const VersionOutcome& v : r.versions)
+      if (v.version->kv_splits && v.not_implemented.empty())
+        rep.observations.push_back(kv_splits_note(*v.version, c));
   bool any_bwd_only = false;
   for (const VersionOutcome& v : r.versions) any_bwd_only = any_bwd_only || !v.has_fwd;
   if (any_bwd_only)

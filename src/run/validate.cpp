@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "cuda/runner.h"
 #include "run/host_memory.h"
@@ -53,6 +54,32 @@ void check_packed(const Problem& p) {
   if (s.total_q() > kMaxPackedTokens || s.total_k() > kMaxPackedTokens)
     throw UsageError(fmt::format("a packed batch holds at most {} tokens (got {} queries, {} keys)",
                                  kMaxPackedTokens, s.total_q(), s.total_k()));
+}
+
+void check_paged(const Problem& p) {
+  const Shape& s = p.shape;
+  if (!s.paged()) return;
+  if (s.page_size > kMaxPageSize || (s.page_size & (s.page_size - 1)) != 0)
+    throw UsageError(fmt::format("--page-size must be a power of two in 1..{} (got {})",
+                                 kMaxPageSize, s.page_size));
+  if (s.packed())
+    throw UsageError(
+        "--page-size does not combine with a packed batch (--seqlens): a paged cache holds B "
+        "sequences of Nk keys each (-B, --Nk)");
+}
+
+void check_splits(int splits, const std::vector<const VersionInfo*>& selected) {
+  if (splits == 0) return;
+  check_range("--splits", splits, 1, kMaxKvSplits);
+  for (const VersionInfo* v : selected)
+    if (v->kv_splits) return;
+  std::string ids;
+  for (const VersionInfo& v : versions())
+    if (v.kv_splits) ids += (ids.empty() ? "" : ", ") + std::string(v.id);
+  throw UsageError(fmt::format(
+      "--splits sets how many splits a version that splits the keys makes ({}), and --versions "
+      "selects none",
+      ids.empty() ? "no version of this build does" : ids));
 }
 
 std::vector<const VersionInfo*> parse_versions(const std::string& list) {
@@ -148,6 +175,12 @@ void validate_run(const RunConfig& c) {
         s.packed() ? fmt::format(": {} sequences x {} heads", s.B, s.H) : std::string()));
   check_range("Nq", s.Nq, 1, kMaxN);
   check_range("Nk", s.Nk, 1, kMaxN);
+  check_paged(p);
+  if (s.num_pages() > std::numeric_limits<int32_t>::max())  // B and Nk are in range: no overflow
+    throw UsageError(fmt::format(
+        "a paged cache of {} pages is more than its int32 block table can name (B x ceil(Nk / "
+        "--page-size) must be below 2^31)",
+        s.num_pages()));
   check_range("d", s.d, 1, kMaxHeadDim);
   check_range("--heads-kv", s.kv_heads(), 1, s.H);
   if (s.H % s.kv_heads() != 0)
@@ -161,6 +194,7 @@ void validate_run(const RunConfig& c) {
   check_range("--warmup", c.warmup, 0, kMaxRepeats);
   check_range("--bitwise-repeats", c.bitwise_repeats, 0, kMaxRepeats);
   if (c.versions.empty()) throw UsageError("no version selected");
+  check_splits(c.cpu.splits, c.versions);
   // Each version says which axes of the problem it takes (grouped heads, window), on each backend.
   std::vector<const VersionInfo*> todo = c.versions;
   if (needs_shared_forward(c)) todo.push_back(&feeding_forward());
@@ -223,6 +257,8 @@ double estimate_dump_bytes(const RunConfig& c) {
   bytes += c.versions.size() * ((2 * q + 2 * kv) * eb + lse * lse_b);
   // A packed batch: its int32 offsets, and its lengths in index.json's config (a line each).
   if (s.packed()) bytes += 2 * (4.0 + 24.0) * static_cast<double>(s.B + 1);
+  // A paged cache: its int32 block table and lengths.
+  if (s.paged()) bytes += 4.0 * static_cast<double>(s.num_pages() + s.B);
   return bytes + 4096.0 * (8 + 5 * c.versions.size());  // headers and index.json
 }
 

@@ -23,6 +23,8 @@ inline constexpr int64_t kMaxPackedTokens = kMaxN * 16;
 // the sequences once, with running offsets: core/packed.h). A CUDA version may take fewer (its own
 // check()).
 inline constexpr int64_t kMaxSequences = kMaxBatchHeads;
+// Keys per page of a paged K/V cache (--page-size): a power of two up to this.
+inline constexpr int64_t kMaxPageSize = int64_t{1} << 16;
 inline constexpr int kMaxTile = 4096;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kMaxRepeats = 10000;
@@ -52,7 +54,15 @@ Backend resolve_backend(const std::string& name);
 // both queries and keys, and a total that a lab can hold.
 void check_packed(const Problem& p);
 
-// Shape, scale, tiles, threads, repeats; on cuda also each version's own check().
+// A paged cache: its page size a power of two in 1..kMaxPageSize, and a dense batch (not a packed
+// one). (validate_run also checks that an int32 block table can name the pool's pages.)
+void check_paged(const Problem& p);
+
+// --splits (CpuOptions::splits): in 1..kMaxKvSplits, and some selected version splits the keys
+// (VersionEntry::kv_splits); the others ignore it. 0: not given.
+void check_splits(int splits, const std::vector<const VersionInfo*>& selected);
+
+// Shape, scale, tiles, threads, repeats, splits; on cuda also each version's own check().
 void validate_run(const RunConfig& c);
 
 // Host memory (run_host_bytes, and device memory on cuda) against what is available. UsageError

@@ -86,8 +86,13 @@ std::string npy_bytes(const HostTensor& values, const std::vector<int64_t>& shap
   return out;
 }
 
-std::string npy_int32_bytes(const std::vector<int32_t>& values) {
-  std::string out = header({static_cast<int64_t>(values.size())}, "<i4");
+std::string npy_int32_bytes(const std::vector<int32_t>& values, std::vector<int64_t> shape) {
+  if (shape.empty()) shape = {static_cast<int64_t>(values.size())};
+  int64_t n = 1;
+  for (const int64_t e : shape) n *= e;
+  if (n != static_cast<int64_t>(values.size()))
+    throw std::invalid_argument("npy_int32_bytes: the shape does not hold the values");
+  std::string out = header(shape, "<i4");
   const size_t start = out.size();
   out.resize(start + 4 * values.size());
   if (!values.empty()) std::memcpy(out.data() + start, values.data(), 4 * values.size());

@@ -19,8 +19,9 @@ std::string npy_descr(DType t);
 // The whole file as bytes: header + values converted to `t`'s element type.
 std::string npy_bytes(const HostTensor& values, const std::vector<int64_t>& shape, DType t);
 
-// A 1-D int32 array (<i4): the cumulative offsets of a packed batch, as FA's cu_seqlens.
-std::string npy_int32_bytes(const std::vector<int32_t>& values);
+// An int32 array (<i4), 1-D unless a shape is given: the cumulative offsets of a packed batch, as
+// FA's cu_seqlens; a paged cache's block table [B, pages_per_seq].
+std::string npy_int32_bytes(const std::vector<int32_t>& values, std::vector<int64_t> shape = {});
 
 // File size of such an array, header included.
 int64_t npy_file_bytes(int64_t elems, const std::vector<int64_t>& shape, DType t);
