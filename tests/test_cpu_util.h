@@ -35,6 +35,15 @@ inline Problem make_problem(int64_t B, int64_t H, int64_t Nq, int64_t Nk, int64_
   return p;
 }
 
+// The same with Hkv K/V heads and K, V in pages of `page` keys (0: a contiguous cache).
+inline Problem make_paged_problem(int64_t B, int64_t H, int64_t Hkv, int64_t Nq, int64_t Nk,
+                                  int64_t d, int64_t page, bool causal, DType dtype) {
+  Problem p = make_problem(B, H, Nq, Nk, d, causal, dtype);
+  p.shape.Hkv = Hkv;
+  p.shape.page_size = page;
+  return p;
+}
+
 // Outputs start as NaN of the right size, so an element a twin forgets to write shows up.
 inline void poison(HostTensor& x, int64_t n) {
   x.assign(static_cast<size_t>(n), std::numeric_limits<double>::quiet_NaN());

@@ -30,16 +30,8 @@ namespace {
 
 using testing::bitwise_equal;
 
-Problem paged_problem(int64_t B, int64_t H, int64_t Hkv, int64_t Nq, int64_t Nk, int64_t d,
-                      int64_t page, bool causal, DType t) {
-  Problem p = testing::make_problem(B, H, Nq, Nk, d, causal, t);
-  p.shape.Hkv = Hkv;
-  p.shape.page_size = page;
-  return p;
-}
-
 TEST(Paged, TheShapeCountsThePool) {
-  const Problem p = paged_problem(3, 4, 2, 1, 100, 8, 16, false, DType::f32);
+  const Problem p = testing::make_paged_problem(3, 4, 2, 1, 100, 8, 16, false, DType::f32);
   const Shape& s = p.shape;
   EXPECT_TRUE(s.paged());
   EXPECT_EQ(s.pages_per_seq(), 7);  // 100 keys in pages of 16: six whole pages and 4 keys
@@ -56,7 +48,7 @@ TEST(Paged, TheShapeCountsThePool) {
 // Every page of the pool is named once, and none keeps its place in order (a single cycle).
 TEST(Paged, TheBlockTableIsASeededCycleOfThePool) {
   for (const int64_t page : {1, 16, 64}) {
-    const Problem p = paged_problem(5, 2, 1, 1, 300, 8, page, false, DType::f32);
+    const Problem p = testing::make_paged_problem(5, 2, 1, 1, 300, 8, page, false, DType::f32);
     const std::vector<int32_t> table = shuffled_block_table(p.shape, 9);
     ASSERT_EQ(static_cast<int64_t>(table.size()), p.shape.num_pages());
     EXPECT_NO_THROW(check_block_table(p.shape, table, "test"));
@@ -67,12 +59,12 @@ TEST(Paged, TheBlockTableIsASeededCycleOfThePool) {
     EXPECT_NE(table, shuffled_block_table(p.shape, 10));
   }
   // A pool of two pages swaps them; a pool of one has nothing to shuffle.
-  EXPECT_EQ(shuffled_block_table(paged_problem(1, 1, 1, 1, 17, 8, 16, false, DType::f32).shape, 0),
+  EXPECT_EQ(shuffled_block_table(testing::make_paged_problem(1, 1, 1, 1, 17, 8, 16, false, DType::f32).shape, 0),
             (std::vector<int32_t>{1, 0}));
-  EXPECT_EQ(shuffled_block_table(paged_problem(1, 1, 1, 1, 16, 8, 16, false, DType::f32).shape, 0),
+  EXPECT_EQ(shuffled_block_table(testing::make_paged_problem(1, 1, 1, 1, 16, 8, 16, false, DType::f32).shape, 0),
             (std::vector<int32_t>{0}));
   // A table that names a page twice, one outside the pool, or too few pages is refused.
-  const Shape s = paged_problem(1, 1, 1, 1, 40, 8, 16, false, DType::f32).shape;
+  const Shape s = testing::make_paged_problem(1, 1, 1, 1, 40, 8, 16, false, DType::f32).shape;
   EXPECT_THROW(check_block_table(s, {0, 0, 1}, "test"), std::invalid_argument);
   EXPECT_THROW(check_block_table(s, {0, 1, 3}, "test"), std::invalid_argument);
   EXPECT_THROW(check_block_table(s, {0, 1}, "test"), std::invalid_argument);
@@ -80,13 +72,13 @@ TEST(Paged, TheBlockTableIsASeededCycleOfThePool) {
 
 // The same seed gives the same table on every machine: the generator is our own integer code.
 TEST(Paged, TheBlockTableIsPinned) {
-  const Problem p = paged_problem(2, 1, 1, 1, 50, 8, 16, false, DType::f32);
+  const Problem p = testing::make_paged_problem(2, 1, 1, 1, 50, 8, 16, false, DType::f32);
   EXPECT_EQ(shuffled_block_table(p.shape, 42), (std::vector<int32_t>{2, 7, 3, 1, 5, 6, 0, 4}));
 }
 
 TEST(Paged, InputsAreTheContiguousProblemsInShuffledPages) {
   for (const DType t : {DType::f32, DType::bf16}) {
-    const Problem p = paged_problem(2, 4, 2, 3, 37, 8, 16, true, t);
+    const Problem p = testing::make_paged_problem(2, 4, 2, 3, 37, 8, 16, true, t);
     const Inputs paged = make_inputs(p, 5), dense = make_inputs(contiguous_problem(p), 5);
     EXPECT_TRUE(bitwise_equal(paged.Q, dense.Q));
     EXPECT_TRUE(bitwise_equal(paged.dO, dense.dO));
@@ -107,7 +99,7 @@ TEST(Paged, InputsAreTheContiguousProblemsInShuffledPages) {
 // contiguous cache.
 TEST(Paged, TheLayoutIsPagesOfKeysByHead) {
   const int64_t B = 2, Hkv = 2, Nk = 10, d = 3, P = 4;  // 3 pages a sequence, 6 in the pool
-  const Problem p = paged_problem(B, 4, Hkv, 2, Nk, d, P, false, DType::f64);
+  const Problem p = testing::make_paged_problem(B, 4, Hkv, 2, Nk, d, P, false, DType::f64);
   const Problem c = contiguous_problem(p);
   const Inputs dense = make_inputs(c, 21);
   Inputs in = dense;
@@ -165,14 +157,14 @@ TEST(Paged, TheReferenceGivesTheContiguousAnswerBitForBit) {
         C{1, 8, 2, 4, 300, 64, true, DType::bf16}, C{3, 2, 1, 5, 70, 1, false, DType::f16},
         C{1, 4, 4, 2, 4097, 256, true, DType::f32}}) {
     SCOPED_TRACE("Nk " + std::to_string(c.Nk) + " page " + std::to_string(c.page));
-    check_same_answer(paged_problem(c.B, c.H, c.Hkv, c.Nq, c.Nk, 16, c.page, c.causal, c.t),
+    check_same_answer(testing::make_paged_problem(c.B, c.H, c.Hkv, c.Nq, c.Nk, 16, c.page, c.causal, c.t),
                       30 + c.Nk);
   }
 }
 
 // Every element of the pool, the unused slots among them (their gradient is 0: no key is there).
 TEST(Paged, BackwardMatchesFiniteDifferences) {
-  Problem p = paged_problem(2, 2, 1, 3, 6, 4, 4, true, DType::f64);
+  Problem p = testing::make_paged_problem(2, 2, 1, 3, 6, 4, 4, true, DType::f64);
   p.window_left = 3;
   const Inputs in = make_inputs(p, 8);
   const Gradients g = reference::backward(p, in, reference::forward(p, in, true));
@@ -198,7 +190,7 @@ TEST(Paged, BackwardMatchesFiniteDifferences) {
 
 TEST(Paged, TheReportAndTheDumpCountThePool) {
   RunConfig c;
-  c.problem = paged_problem(2, 4, 2, 1, 100, 16, 32, false, DType::f16);
+  c.problem = testing::make_paged_problem(2, 4, 2, 1, 100, 16, 32, false, DType::f16);
   EXPECT_EQ(config_json(c)["page_size"], 32);
   RunConfig dense = c;
   dense.problem.shape.page_size = 0;

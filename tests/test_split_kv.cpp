@@ -47,14 +47,6 @@ const VersionInfo& split_kv() {
   return *v;
 }
 
-Problem decode_problem(int64_t B, int64_t H, int64_t Hkv, int64_t Nq, int64_t Nk, int64_t d,
-                       int64_t page, bool causal, DType t) {
-  Problem p = testing::make_problem(B, H, Nq, Nk, d, causal, t);
-  p.shape.Hkv = Hkv;
-  p.shape.page_size = page;
-  return p;
-}
-
 std::string name(const Problem& p, const CpuOptions& o) {
   std::ostringstream s;
   s << "B" << p.shape.B << " H" << p.shape.H << " Hkv" << p.shape.kv_heads() << " Nq" << p.shape.Nq
@@ -98,7 +90,7 @@ TEST(SplitKv, MatchesTheReferenceOverTheDecodingMatrix) {
       for (const int64_t group : {1, 4, 8}) {
         const int64_t Hkv = Nq * Nk * group > 64 * 4097 ? 1 : 2;  // the largest stay quick
         const int64_t d = n % 3 == 1 ? 128 : 64;
-        const Problem p = decode_problem(1 + n % 2, group * Hkv, Hkv, Nq, Nk, d, pages[n % 4],
+        const Problem p = testing::make_paged_problem(1 + n % 2, group * Hkv, Hkv, Nq, Nk, d, pages[n % 4],
                                          n % 5 >= 2, types[(n / 2) % 4]);
         CpuOptions o;
         o.splits = forced[n % 10];
@@ -112,7 +104,7 @@ TEST(SplitKv, MatchesTheReferenceOverTheDecodingMatrix) {
 
 // Forced splits 1 .. 128 on one shape (65 key blocks: from 66 on, one block a split).
 TEST(SplitKv, ForcedSplitsFrom1To128) {
-  const Problem p = decode_problem(1, 8, 2, 4, 4097, 64, 64, true, DType::f32);
+  const Problem p = testing::make_paged_problem(1, 8, 2, 4, 4097, 64, 64, true, DType::f32);
   const Inputs in = make_inputs(p, 41);
   const Forward ref = reference::forward(p, in, false), lowp = reference::lowp_forward(p, in);
   Forward first;
@@ -150,7 +142,7 @@ TEST(SplitKv, TakesAWindow) {
   int n = 0;
   for (const W w : {W{100, -1, false}, W{300, 20, false}, W{64, 0, true}, W{0, 0, true}})
     for (const DType t : {DType::f64, DType::bf16}) {
-      Problem p = decode_problem(2, 8, 2, 4, 1000, 64, n % 2 ? 16 : 0, w.causal, t);
+      Problem p = testing::make_paged_problem(2, 8, 2, 4, 1000, 64, n % 2 ? 16 : 0, w.causal, t);
       p.window_left = w.left;
       p.window_right = w.right;
       CpuOptions o;
@@ -161,7 +153,7 @@ TEST(SplitKv, TakesAWindow) {
 
 // Causal with Nq > Nk: rows that see no key get O = 0 and LSE = -inf, whatever the splits.
 TEST(SplitKv, RowsThatSeeNoKey) {
-  const Problem p = decode_problem(1, 4, 1, 64, 17, 64, 16, true, DType::f32);  // rows 0..46
+  const Problem p = testing::make_paged_problem(1, 4, 1, 64, 17, 64, 16, true, DType::f32);  // rows 0..46
   const Inputs in = make_inputs(p, 3);
   for (const int S : {1, 2}) {
     CpuOptions o;
@@ -192,7 +184,7 @@ TEST(SplitKv, CountsAreTheSchedulesClosedForms) {
   const int64_t T = (Nk + Bc - 1) / Bc;  // 16 key blocks
   for (const int64_t page : {0, 16, 128}) {
     for (const int S : {1, 4}) {
-      const Problem p = decode_problem(B, H, Hkv, 1, Nk, d, page, false, DType::f16);
+      const Problem p = testing::make_paged_problem(B, H, Hkv, 1, Nk, d, page, false, DType::f16);
       CpuOptions o;
       o.Bc = Bc;
       o.splits = S;
@@ -225,7 +217,7 @@ TEST(SplitKv, CountsAreTheSchedulesClosedForms) {
 
 // A window skips the key blocks no row sees: they are in no split and counted as skipped.
 TEST(SplitKv, BlocksOutsideTheWindowAreInNoSplit) {
-  Problem p = decode_problem(1, 4, 1, 1, 4096, 64, 0, false, DType::f32);
+  Problem p = testing::make_paged_problem(1, 4, 1, 1, 4096, 64, 0, false, DType::f32);
   p.window_left = 200;  // keys 3895 .. 4095: blocks 60 .. 63
   CpuOptions o;
   o.dry_run = true;
@@ -238,7 +230,7 @@ TEST(SplitKv, BlocksOutsideTheWindowAreInNoSplit) {
 }
 
 TEST(SplitKv, BitwiseAcrossRepeatsAndThreads) {
-  const Problem p = decode_problem(2, 8, 2, 4, 3000, 64, 64, true, DType::bf16);
+  const Problem p = testing::make_paged_problem(2, 8, 2, 4, 3000, 64, 64, true, DType::bf16);
   const Inputs in = make_inputs(p, 12);
   for (const int S : {0, 1, 6}) {
     Forward first;
@@ -264,7 +256,7 @@ TEST(SplitKv, BitwiseAcrossRepeatsAndThreads) {
 TEST(SplitKv, APagedCacheGivesTheContiguousAnswerBitForBit) {
   for (const int64_t page : {1, 16, 64, 256})
     for (const int S : {0, 1, 5}) {
-      const Problem p = decode_problem(2, 8, 2, 4, 700, 64, page, true, DType::f32);
+      const Problem p = testing::make_paged_problem(2, 8, 2, 4, 700, 64, page, true, DType::f32);
       const Problem c = contiguous_problem(p);
       const Inputs in = make_inputs(p, 8), dense = make_inputs(c, 8);
       ASSERT_FALSE(bitwise_equal(in.K, dense.K));  // the pages are shuffled
@@ -285,7 +277,7 @@ TEST(SplitKv, APagedCacheGivesTheContiguousAnswerBitForBit) {
 TEST(SplitKv, OneSplitIsTiledBitForBit) {
   for (const int64_t Hkv : {8, 2})
     for (const DType t : {DType::f32, DType::f64}) {
-      const Problem p = decode_problem(1, 8, Hkv, 5, 900, 64, 0, true, t);
+      const Problem p = testing::make_paged_problem(1, 8, Hkv, 5, 900, 64, 0, true, t);
       const Inputs in = make_inputs(p, 2);
       CpuOptions o;
       o.splits = 1;
@@ -308,7 +300,7 @@ TEST(SplitKv, TheSplitRuleOfTheReadme) {
   for (const Row r : {Row{1, 32, 8, 1, 32768, false, 16}, Row{64, 32, 8, 1, 32768, false, 1},
                       Row{2, 64, 8, 64, 32768, true, 1}, Row{1, 8, 1, 1, 4097, false, 33},
                       Row{1, 8, 8, 1, 17, false, 1}}) {
-    const Problem p = decode_problem(r.B, r.H, r.Hkv, r.Nq, r.Nk, 128, 0, r.causal, DType::bf16);
+    const Problem p = testing::make_paged_problem(r.B, r.H, r.Hkv, r.Nq, r.Nk, 128, 0, r.causal, DType::bf16);
     const CpuOptions o;
     EXPECT_EQ(split_kv().kv_splits(p, o), r.splits) << r.B << " " << r.H << " " << r.Nk;
     EXPECT_EQ(split_kv().workspace_bytes(p, o),
@@ -317,7 +309,7 @@ TEST(SplitKv, TheSplitRuleOfTheReadme) {
   // A growing batch fills the GPU: at this length more splits always pay, so S is the most one
   // wave holds, 132 / U (U = 8 B workers), down to 1 from B = 9.
   for (int64_t B = 1; B <= 17; ++B) {
-    const Problem p = decode_problem(B, 32, 8, 1, 32768, 128, 0, false, DType::bf16);
+    const Problem p = testing::make_paged_problem(B, 32, 8, 1, 32768, 128, 0, false, DType::bf16);
     EXPECT_EQ(split_kv().kv_splits(p, CpuOptions{}), std::max<int64_t>(1, 132 / (8 * B)))
         << "B " << B;
   }
@@ -370,7 +362,7 @@ TEST(SplitKv, ARunOnAPagedCachePassesAndLeavesTheOthersOut) {
   const NpyArray K = parse_npy(testing::slurp(dump + "/K.npy"));
   EXPECT_EQ(K.shape, (std::vector<int64_t>{38, 16, 2, 64}));
   // Gathered through the table, the pool is the contiguous problem's K of the same seed.
-  Problem p = decode_problem(2, 8, 2, 1, 300, 64, 16, true, DType::bf16);
+  Problem p = testing::make_paged_problem(2, 8, 2, 1, 300, 64, 16, true, DType::bf16);
   std::vector<int32_t> t(table.values.begin(), table.values.end());
   const Inputs dense = make_inputs(contiguous_problem(p), 0);
   EXPECT_TRUE(bitwise_equal(from_pages(p.shape, K.values, t), dense.K));

@@ -60,7 +60,7 @@ struct BwdLayout {
   static_assert(kLaunchBytes <= 227 * 1024, "more shared memory than a block can have");
 };
 
-// Where a packed batch's block works, worked out once by thread 0 (bwd_kernel.cuh: place) and
+// Where a packed batch's block works, worked out once by thread 0 (bwd_kernel.cuh: place_packed) and
 // read from shared memory where it is used, so that no thread holds it in registers across its
 // loop. A dense block's are the problem's: the kernel reads them from the parameters.
 struct BlockPlace {
