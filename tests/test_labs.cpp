@@ -100,6 +100,34 @@ TEST(Labs, EveryLabFillsItsReportInBothLanguages) {
   }
 }
 
+// The decode lab's counted half: split-kv's rule at its kernel's tile on 132 SMs (the stand-in
+// where no GPU answers). B = 1 with 8 K/V heads is 8 workers: 16 splits of a 65,536-key cache fill
+// 128 SMs; B = 8 is 64 workers: 2 splits; B = 64 fills the GPU: 1 split, no partials.
+TEST(Labs, DecodeSplitsTheKeysWhereTheBatchLeavesSmsIdle) {
+  if (cuda::device_info().present) GTEST_SKIP() << "the counted half is checked on 132 SMs";
+  const Report r = run_lab("decode");
+  const Table& t = table(r, "decode");
+  ASSERT_EQ(t.rows.size(), 15u);  // 3 batches x 5 caches
+  const double caches[] = {1024, 4096, 16384, 65536, 262144};
+  for (size_t i = 0; i < 15; ++i) {
+    const double B = i < 5 ? 1 : i < 10 ? 8 : 64, Nk = caches[i % 5];
+    EXPECT_EQ(num(t, i, "cache"), Nk);
+    EXPECT_EQ(num(t, i, "kv_bytes"), 2 * B * 8 * Nk * 128 * 2);
+    EXPECT_EQ(num(t, i, "workers_unsplit"), B * 8);
+    EXPECT_LE(num(t, i, "workers"), std::max(132.0, B * 8));
+    EXPECT_TRUE(t.rows[i][7].is_null()) << "no time without a GPU";
+  }
+  EXPECT_EQ(num(t, 3, "splits"), 16);
+  EXPECT_EQ(num(t, 3, "workers"), 128);
+  EXPECT_GT(num(t, 3, "partials_share"), 0);
+  EXPECT_LT(num(t, 3, "partials_share"), 0.005);  // 2 x 16 x 32 x 129 x 4 B of 268 MB
+  EXPECT_EQ(num(t, 8, "splits"), 2);
+  for (size_t i = 10; i < 15; ++i) {
+    EXPECT_EQ(num(t, i, "splits"), 1);
+    EXPECT_EQ(num(t, i, "partials_share"), 0);
+  }
+}
+
 // K and V of one layer: 2 * Hkv * N * 128 * 2 bytes; 8 K/V heads under 32 keep a quarter.
 TEST(Labs, MemoryShowsWhatGroupedHeadsSave) {
   const Report r = run_lab("memory");

@@ -233,7 +233,7 @@ void backward_t(const DeviceTensors& t) {
                       View<T>{Q, g * qs, d, 1}, static_cast<T*>(t.dK));
 }
 
-size_t naive_workspace(const Problem& p) {
+size_t naive_workspace(const Problem& p, const LaunchOptions&) {
   const Shape& s = p.shape;
   return static_cast<size_t>(2 * s.heads() * s.Nq * s.Nk * 4 + s.lse_elems() * 4);
 }
@@ -252,7 +252,7 @@ std::string naive_check(const Problem& p) {
   if (s.Nq > 1000000 || s.Nk > 1000000) return "naive's CUDA kernels take Nq, Nk up to 1,000,000";
   if (s.heads() * s.Nq >= (int64_t{1} << 31)) return "naive's CUDA kernels take B*H*Nq < 2^31";
   const DeviceInfo& dev = device_info();
-  const auto ws = static_cast<int64_t>(naive_workspace(p));
+  const auto ws = static_cast<int64_t>(naive_workspace(p, {}));
   if (dev.present && ws > dev.total_bytes)
     return "naive stores S and P (" + std::to_string(ws >> 20) +
            " MiB for this shape), more than the " + std::to_string(dev.total_bytes >> 20) +

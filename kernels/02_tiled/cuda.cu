@@ -67,7 +67,7 @@ std::string tiled_check(const Problem& p) {
   return why;
 }
 
-size_t tiled_workspace(const Problem&) {
+size_t tiled_workspace(const Problem&, const LaunchOptions&) {
   return 0;
 }
 

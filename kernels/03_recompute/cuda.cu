@@ -46,7 +46,7 @@ std::string recompute_check(const Problem& p) {
   return why.empty() ? bwd_packed_check(p, "recompute") : why;
 }
 
-size_t recompute_workspace(const Problem& p) {
+size_t recompute_workspace(const Problem& p, const LaunchOptions&) {
   return bwd_workspace_bytes(p, 0);
 }
 

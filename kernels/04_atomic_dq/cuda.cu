@@ -41,7 +41,7 @@ std::string atomic_check(const Problem& p) {
   return why.empty() ? bwd_packed_check(p, "atomic-dq") : why;
 }
 
-size_t atomic_workspace(const Problem& p) {
+size_t atomic_workspace(const Problem& p, const LaunchOptions&) {
   return bwd_workspace_bytes(p, 1);
 }
 

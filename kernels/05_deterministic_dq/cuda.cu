@@ -48,7 +48,7 @@ int64_t split_count(const Problem& p) {
   return bwd_dq_splits(p, device_info().sms, kOuterKBc);
 }
 
-size_t deterministic_workspace(const Problem& p) {
+size_t deterministic_workspace(const Problem& p, const LaunchOptions&) {
   return bwd_workspace_bytes(p, split_count(p));
 }
 

@@ -138,7 +138,7 @@ size_t seq_maps_bytes(const Problem& p) {
 size_t seq_maps_offset(const Problem& p) {
   return align_maps(tile_counter_offset(p) + sizeof(int));
 }
-size_t hopper_workspace(const Problem& p) {
+size_t hopper_workspace(const Problem& p, const LaunchOptions&) {
   if (!p.shape.packed()) return tile_counter_offset(p) + sizeof(int);
   return seq_maps_offset(p) + seq_maps_bytes(p);
 }
@@ -166,7 +166,7 @@ size_t turns_offset(const Problem& p) {
 size_t deterministic_maps_offset(const Problem& p) {
   return align_maps(turns_offset(p) + static_cast<size_t>(turn_bytes(p)));
 }
-size_t deterministic_workspace(const Problem& p) {
+size_t deterministic_workspace(const Problem& p, const LaunchOptions&) {
   if (!p.shape.packed()) return turns_offset(p) + static_cast<size_t>(turn_bytes(p));
   return deterministic_maps_offset(p) + seq_maps_bytes(p);
 }

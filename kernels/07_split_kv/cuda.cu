@@ -1,37 +1,147 @@
-// split-kv, CUDA side: declared, its kernels not written yet. The rung's first step is its CPU
-// twin (cpu.cpp), which walks the schedule the kernels will (schedule.h); until they exist this
-// entry says so in one line, and `flashlab run --backend cuda --versions split-kv` is refused
-// with it before anything is allocated, as a version unavailable on a GPU is. `--versions all`
-// on cuda leaves it out with the same line.
+// split-kv — the decoding forward on tensor cores: the keys split across thread blocks, each
+// split's partial O and LSE merged by the log-sum-exp rule, a K/V head's query heads in one tile,
+// K and V from a contiguous or a paged cache.
+//
+// What changes from `tiled`: a thread block is no longer a (query head, Q block) but a (K/V head,
+// block of 16 packed rows, split of the keys) (schedule.h, shared with the CPU twin). At Nq = 1
+// the group's query heads are the tile's rows, so K and V are read once per K/V head; the splits
+// put B Hkv heads on all the SMs. Decoding is bound by reading the cache, so the block is built
+// to keep HBM busy: every key tile is in flight before it is needed.
+//
+//   block (split j, row block, K/V head kh), 4 warps:
+//
+//     Q: 16 packed rows x d, in registers (A fragments) for the whole loop
+//     key tiles of split j (64 keys each; cp.async, 3 stages at d = 128, 4 at d = 64):
+//        K tile  [ keys 0-15 | keys 16-31 | keys 32-47 | keys 48-63 ]
+//                   warp 0      warp 1       warp 2       warp 3
+//        each warp: S = Q K_w^T (16 x 16), online softmax over its keys, O_w += P V_w (16 x d)
+//     the warps' (m, l, O) merged through shared memory (the same rule as the combine)
+//     one split:  O, LSE straight to the outputs
+//     S splits:   the split's partial O (fp32, divided by its l) and LSE to the workspace
+//
+//   combine (S > 1): one warp per packed row reads its S partials in split order and writes
+//     LSE = log sum_j exp(LSE_j),  O = sum_j exp(LSE_j - LSE) O_j       (deterministic)
+//
+// A paged cache: each 16-byte copy finds its key's page through the block table (the table's
+// entries stay in L1), so a page of any size works, 16 keys or fewer than a tile.
+// The pool's slots past Nk are never read (they hold NaN in the lab's inputs); rows past the
+// group's last are computed on zero-filled Q and never written.
+//
+// The split count: schedule.h's rule, planned with this kernel's tile (16 packed rows, 64 keys)
+// and the device's SM count; LaunchOptions::kv_splits (--splits) forces it.
+//
+// Limits: fp16 and bf16, head dims 64 and 128, fp32 accumulation, forward only; a dense batch
+// (a packed batch is refused: its sequences would each need a schedule of their own); at most
+// 65535 row blocks (H/Hkv Nq <= 1048560 packed rows) and 65535 K/V heads (B Hkv); Nq, Nk <= 2^30.
+// mma.sync runs on sm_80 and later.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
+#include "common/dispatch.cuh"
+#include "common/shape_check.h"
+#include "core/device.h"
 #include "core/device_api.h"
+#include "schedule.h"
+#include "split_launch.h"
 
 namespace flashlab::cuda {
 
 namespace {
 
-// Said after the version's id ("version 'split-kv' cannot run on cuda: ..."), so a copy made by
-// `flashlab new --from` says it of its own id.
-const char* const kNotBuilt =
-    "its CUDA kernel is not built yet; its CPU twin runs it (--backend cpu)";
+namespace split_fwd = FLASHLAB_FOLDER::split_fwd;
+namespace plan = ::flashlab::FLASHLAB_FOLDER;
 
-std::string not_built_on(int, int) {
-  return kNotBuilt;
+constexpr int64_t kMaxRowsPerHead = int64_t{65535} * split_fwd::kBr;
+
+std::string split_check(const Problem& p) {
+  std::string why =
+      shape_check(p, "split-kv", {.head_dims = {64, 128}, .max_rows = int64_t{1} << 30});
+  if (why.empty() && p.shape.group() * p.shape.Nq > kMaxRowsPerHead)
+    why = "split-kv on CUDA takes at most " + std::to_string(kMaxRowsPerHead) +
+          " packed rows per K/V head (H/Hkv x Nq); it is for few query rows";
+  return why;
 }
 
-std::string not_built(const Problem&) {
-  return kNotBuilt;
+// The schedule the kernels walk: the twin's rule with this kernel's tile and the device's SMs
+// (the twin's stand-in count where no device answers).
+plan::SplitSchedule schedule(const Problem& p, const LaunchOptions& launch) {
+  const DeviceInfo& dev = device_info();
+  const int64_t sms = dev.present && dev.sms > 0 ? dev.sms : plan::kStandInSms;
+  return plan::split_schedule(p, split_fwd::kBr, split_fwd::kBc, launch.kv_splits, sms);
 }
 
-size_t no_workspace(const Problem&) {
-  return 0;
+int64_t split_count(const Problem& p, const LaunchOptions& launch) {
+  return schedule(p, launch).splits;
+}
+
+// Each split's partial O and LSE in fp32 for every packed row: S B Hkv (H/Hkv Nq) (d + 1) 4
+// bytes, as the registry's formula says; none with one split.
+size_t split_workspace(const Problem& p, const LaunchOptions& launch) {
+  const plan::SplitSchedule sc = schedule(p, launch);
+  if (sc.splits == 1) return 0;
+  return static_cast<size_t>(sc.splits * p.shape.kv_head_count() * sc.rows * (p.shape.d + 1) * 4);
+}
+
+// Where a side of the band is unbounded, a shift no row reaches (rows and keys are below 2^30).
+int clamp_shift(int64_t x) {
+  constexpr int64_t kFar = int64_t{1} << 30;
+  return static_cast<int>(std::clamp(x, -kFar, kFar));
+}
+
+void split_forward(const DeviceTensors& t) {
+  const Problem& p = t.problem;
+  const Shape& s = p.shape;
+  const plan::SplitSchedule sc = schedule(p, t.launch);
+  split_fwd::SplitParams sp;
+  sp.q = t.Q;
+  sp.k = t.K;
+  sp.v = t.V;
+  sp.o = t.O;
+  sp.lse = t.LSE;
+  sp.block_table = t.block_table;
+  sp.H = static_cast<int>(s.H);
+  sp.Hkv = static_cast<int>(s.kv_heads());
+  sp.group = static_cast<int>(s.group());
+  sp.Nq = static_cast<int>(s.Nq);
+  sp.Nk = static_cast<int>(s.Nk);
+  sp.rows = static_cast<int>(sc.rows);
+  sp.page_size = static_cast<int>(s.page_size);
+  sp.pages_per_seq = static_cast<int>(s.pages_per_seq());
+  sp.splits = static_cast<int>(sc.splits);
+  sp.first_block = static_cast<int>(sc.first_block);
+  sp.seen_blocks = static_cast<int>(sc.seen_blocks);
+  const int64_t off = p.causal_offset(), far = int64_t{1} << 30;
+  sp.lo_shift = clamp_shift(p.window_left < 0 ? -far : off - p.window_left);
+  int64_t hi = far;
+  if (p.causal) hi = std::min(hi, off);
+  if (p.window_right >= 0) hi = std::min(hi, off + p.window_right);
+  sp.hi_shift = clamp_shift(hi);
+  sp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
+  const int kv_heads = static_cast<int>(s.kv_head_count());
+  if (sc.splits > 1) {
+    sp.part_o = static_cast<float*>(t.workspace);
+    sp.part_lse = sp.part_o + sc.splits * kv_heads * sc.rows * s.d;
+  }
+  const int row_blocks = static_cast<int>(sc.row_blocks);
+  auto st = static_cast<cudaStream_t>(t.stream);
+  dispatch_dtype_head_dim(p, [&]<class T, int kD>() {
+    if (s.paged())
+      split_fwd::launch_split<T, kD, true>(sp, row_blocks, kv_heads, st);
+    else
+      split_fwd::launch_split<T, kD, false>(sp, row_blocks, kv_heads, st);
+    if (sc.splits > 1) split_fwd::launch_combine<T, kD>(sp, kv_heads, st);
+  });
 }
 
 }  // namespace
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = not_built,
-                       .workspace_bytes = no_workspace,
-                       .unavailable = not_built_on});
+FLASHLAB_CUDA_VERSION({.check = split_check,
+                       .workspace_bytes = split_workspace,
+                       .forward = split_forward,
+                       .axes = kGroupedHeads | kWindow | kPaged,
+                       .kv_splits = split_count});

@@ -23,7 +23,7 @@ std::string problem_check(const Problem& p) {
   return {};
 }
 
-size_t workspace(const Problem& p) {
+size_t workspace(const Problem& p, const LaunchOptions&) {
   return static_cast<size_t>(p.shape.lse_elems()) * 4;
 }
 

@@ -120,7 +120,7 @@ RunWithCounters gpu_runner(uint64_t seed) {
       const std::string why = v.cuda->check(p);
       if (!why.empty()) throw std::runtime_error(why);
     }
-    const int64_t need = cuda::required_device_bytes(*v.cuda, p);
+    const int64_t need = cuda::required_device_bytes(*v.cuda, p, {});
     if (need > cuda::device_info().free_bytes)
       throw std::runtime_error(
           fmt::format("needs {} of device memory", format_bytes(static_cast<double>(need))));

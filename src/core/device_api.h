@@ -13,6 +13,12 @@
 
 namespace flashlab::cuda {
 
+// How the run asks a version to launch, beyond the problem: only what changes the kernels'
+// schedule (and so their workspace).
+struct LaunchOptions {
+  int kv_splits = 0;  // a version that splits the keys (split-kv): this many (0: its own rule)
+};
+
 // Device pointers for one problem. Q, K, V, O, dO, dQ, dK, dV hold the problem's storage dtype
 // (fp16 or bf16 as raw 16-bit words); LSE and D are float. All tensors [B,H,N,d] contiguous, or,
 // for a packed batch, [total, H, d] and LSE [H, total_q] (core/problem.h), with the cumulative
@@ -22,6 +28,9 @@ struct DeviceTensors {
   // A packed batch only: B + 1 offsets each (cu_q[b] = Shape::q_start(b)), int32 as FA's API.
   const int32_t* cu_q = nullptr;
   const int32_t* cu_k = nullptr;
+  // A paged K/V cache only: the block table, [B, pages_per_seq] int32 (core/paged.h); K and V
+  // (and dK, dV) are then the pool [num_pages, page_size, Hkv, d].
+  const int32_t* block_table = nullptr;
   const void* Q = nullptr;
   const void* K = nullptr;
   const void* V = nullptr;
@@ -31,14 +40,15 @@ struct DeviceTensors {
   void* dQ = nullptr;
   void* dK = nullptr;
   void* dV = nullptr;
-  void* workspace = nullptr;  // workspace_bytes(problem) bytes, owned by the runner
+  void* workspace = nullptr;  // workspace_bytes(problem, launch) bytes, owned by the runner
   void* stream = nullptr;     // cudaStream_t
+  LaunchOptions launch;
 };
 
 struct Version {
   // Empty when the problem is supported; otherwise one sentence saying why not.
   std::string (*check)(const Problem&) = nullptr;
-  size_t (*workspace_bytes)(const Problem&) = nullptr;
+  size_t (*workspace_bytes)(const Problem&, const LaunchOptions&) = nullptr;
   // Forward writes O and LSE; backward reads Q,K,V,O,LSE,dO and writes dQ,dK,dV. Either may be null
   // when the version has no such pass. Launches only: no allocation, no synchronisation.
   void (*forward)(const DeviceTensors&) = nullptr;
@@ -53,6 +63,10 @@ struct Version {
   // The problem's axes beyond dense multi-head attention its kernels take (Axis flags of
   // core/problem.h); a problem with another is refused before anything is allocated.
   unsigned axes = 0;
+  // A version that splits each K/V head's keys (split-kv): how many splits its kernels make for
+  // the problem on this device (LaunchOptions::kv_splits forces them, within its limits). Null for
+  // the others.
+  int64_t (*kv_splits)(const Problem&, const LaunchOptions&) = nullptr;
 };
 
 // One line of an ablation: which idea is off and what runs instead, and the kernel that does it.

@@ -4,6 +4,9 @@
 //
 //   copy      dst = src over 2 x 1 GiB (16-byte loads and stores, 4 in flight per thread);
 //             bytes = read + written; afterwards every word of dst is compared with src
+//   read      1 GiB read once (16-byte loads, 8 in flight per thread), folded by XOR to one word
+//             per block: the ceiling of a pass that only reads, as decoding's pass over the K/V
+//             cache does; the fold is compared with a plain one-load-at-a-time kernel's
 //   mma.sync  8 warps a CTA, 4 CTAs an SM; each warp runs 8 independent accumulator chains of
 //             m16n8k16 bf16 -> fp32 on random fragments; 4096 FLOP an instruction
 //   wgmma     2 warpgroups a CTA, one CTA an SM; each warpgroup issues m64n256k16 bf16 -> fp32 with
@@ -155,6 +158,80 @@ Ceiling copy_ceiling(const DeviceInfo& dev) {
   c.check_ok = differ == 0;
   c.check =
       std::to_string(differ) + " of " + std::to_string(4 * n) + " words differ after the copy";
+  return c;
+}
+
+// ---- read ---------------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t fold(uint4 w) {
+  return w.x ^ w.y ^ w.z ^ w.w;
+}
+
+// XOR of every word of the block's share, one atomic per block (a thread's would be 270k atomics
+// on one address, as slow as the read).
+__device__ __forceinline__ void fold_block(uint32_t acc, unsigned int* out) {
+  __shared__ uint32_t warp_acc[32];
+  acc = __reduce_xor_sync(0xffffffffu, acc);
+  if (threadIdx.x % 32 == 0) warp_acc[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t a = 0;
+    for (unsigned w = 0; w < blockDim.x / 32; ++w) a ^= warp_acc[w];
+    atomicXor(out, a);
+  }
+}
+
+__global__ void read_words(const uint4* __restrict__ src, size_t n, unsigned int* out) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  uint32_t acc = 0;
+  for (; i + 7 * stride < n; i += 8 * stride) {
+    uint4 w[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) w[k] = src[i + k * stride];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc ^= fold(w[k]);
+  }
+  for (; i < n; i += stride) acc ^= fold(src[i]);
+  fold_block(acc, out);
+}
+
+__global__ void read_words_plainly(const uint4* src, size_t n, unsigned int* out) {
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    acc ^= fold(src[i]);
+  fold_block(acc, out);
+}
+
+Ceiling read_ceiling(const DeviceInfo& dev) {
+  Ceiling c = named("hbm_read", "HBM read", "B/s");
+  size_t bytes = size_t{1} << 30;
+  const size_t free_b = static_cast<size_t>(std::max<int64_t>(dev.free_bytes, 0));
+  while (bytes > (size_t{64} << 20) && bytes + (size_t{256} << 20) > free_b) bytes /= 2;
+  const size_t n = bytes / 16;
+  Buffer<uint4> src(n);
+  Buffer<unsigned int> folds(2);
+  const int grid = dev.sms * 8;
+  fill_words<<<grid, 256>>>(src.p, n, 0x2545f491u);
+  FLASHLAB_CHECK_LAUNCH();
+  const double s = median_seconds([&] {
+    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(folds.p, 0, sizeof(unsigned int)));
+    read_words<<<grid, 256>>>(src.p, n, folds.p);
+    FLASHLAB_CHECK_LAUNCH();
+  });
+  FLASHLAB_CUDA_CHECK(cudaMemset(folds.p + 1, 0, sizeof(unsigned int)));
+  read_words_plainly<<<dev.sms * 3, 128>>>(src.p, n, folds.p + 1);  // another partition
+  FLASHLAB_CHECK_LAUNCH();
+  unsigned int got[2] = {0, 0};
+  FLASHLAB_CUDA_CHECK(cudaMemcpy(got, folds.p, sizeof got, cudaMemcpyDeviceToHost));
+  c.value = static_cast<double>(bytes) / s;
+  c.how = "read of " + std::to_string(bytes >> 20) + " MiB (bytes read), " +
+          std::to_string(grid) + " x 256 threads, 8 loads in flight each, median of " +
+          std::to_string(kRepeats);
+  c.check_ok = got[0] == got[1];
+  c.check = c.check_ok ? "its XOR of every word equals a plain kernel's"
+                       : "its XOR of every word differs from a plain kernel's";
   return c;
 }
 
@@ -428,6 +505,7 @@ std::vector<Ceiling> measure_ceilings() {
   if (!dev.present) throw std::runtime_error(dev.why_absent);
   std::vector<Ceiling> out;
   out.push_back(copy_ceiling(dev));
+  out.push_back(read_ceiling(dev));
   out.push_back(mma_ceiling(dev));
   out.push_back(wgmma_ceiling(dev));
   out.push_back(ffma_ceiling(dev));

@@ -10,7 +10,7 @@
 namespace flashlab::cuda {
 
 struct Ceiling {
-  std::string key;   // "hbm_copy", "mma_sync_bf16", "wgmma_bf16", "ffma_fp32"
+  std::string key;   // "hbm_copy", "hbm_read", "mma_sync_bf16", "wgmma_bf16", "ffma_fp32"
   std::string name;  // short, for legends: "HBM copy", "mma.sync", "wgmma", "fp32 FMA"
   std::string unit;  // "B/s" or "FLOP/s"
   double value = 0;  // median of the timed runs; 0 when not measured (why_not says why)

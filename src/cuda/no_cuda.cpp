@@ -9,11 +9,15 @@
 
 namespace flashlab::cuda {
 
-int64_t required_device_bytes(const Version&, const Problem&) {
+int64_t required_device_bytes(const Version&, const Problem&, const LaunchOptions&) {
   return 0;
 }
 
 RunResult run(const Version&, const Problem&, const Inputs&, const Forward*, const RunOptions&) {
+  throw std::runtime_error(device_info().why_absent);
+}
+
+RunResult run_generated(const Version&, const Problem&, uint64_t, const RunOptions&) {
   throw std::runtime_error(device_info().why_absent);
 }
 

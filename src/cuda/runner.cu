@@ -11,6 +11,8 @@
 // Nothing is allocated after the uploads, so the timed region holds launches only. The L2 flush
 // (cuda/l2_flush.h) is the one the counters use: its buffer is allocated with the tensors and
 // counted with them.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "core/cuda_check.h"
 #include "core/dtype.h"
 #include "core/packed.h"
+#include "core/paged.h"
 #include "cuda/l2_flush.h"
 #include "cuda/runner.h"
 
@@ -142,17 +145,19 @@ bool same_bits(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
 
 struct Sizes {
   size_t q, kv, lse;       // elements
+  size_t table;            // block-table entries (a paged cache)
   size_t workspace;        // bytes
   bool fwd, bwd;           // which passes the version runs
   bool needs_o_lse_input;  // backward-only: O and LSE come from the caller
 };
 
-Sizes sizes_of(const Version& v, const Problem& p) {
+Sizes sizes_of(const Version& v, const Problem& p, const LaunchOptions& launch) {
   Sizes s{};
   s.q = static_cast<size_t>(p.shape.q_elems());
   s.kv = static_cast<size_t>(p.shape.kv_elems());
   s.lse = static_cast<size_t>(p.shape.lse_elems());
-  s.workspace = v.workspace_bytes ? v.workspace_bytes(p) : 0;
+  s.workspace = v.workspace_bytes ? v.workspace_bytes(p, launch) : 0;
+  s.table = static_cast<size_t>(p.shape.num_pages());
   s.fwd = v.forward != nullptr;
   s.bwd = v.backward != nullptr;
   s.needs_o_lse_input = s.bwd && !s.fwd;
@@ -164,17 +169,61 @@ int64_t tensor_bytes(const Sizes& s) {
   int64_t b = static_cast<int64_t>(2 * s.q + 2 * 2 * s.kv);                // Q, K, V
   b += static_cast<int64_t>(2 * s.q + 4 * s.lse);                          // O, LSE
   if (s.bwd) b += static_cast<int64_t>(2 * s.q + 2 * s.q + 2 * 2 * s.kv);  // dO, dQ, dK, dV
-  return b + static_cast<int64_t>(s.workspace);
+  return b + static_cast<int64_t>(4 * s.table + s.workspace);
 }
+
+// Inputs drawn on the device (run_generated): standard normals by Box-Muller from a hash of
+// (seed, stream, index), rounded to the dtype. Not the host generator's numbers (core/rng.h); for
+// timing shapes whose fp64 inputs would not fit the host.
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void fill_normal_words(uint16_t* dst, size_t n, uint64_t key, bool bf16) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint64_t h = mix64(key ^ mix64(i));
+    const float u1 = (static_cast<float>(h >> 40) + 0.5f) * (1.0f / 16777216.0f);  // (0, 1)
+    const float u2 = static_cast<float>((h >> 16) & 0xffffff) * (1.0f / 16777216.0f);
+    const float z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+    dst[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(z)) : __half_as_ushort(__float2half_rn(z));
+  }
+}
+
+void fill_normal(DType t, const DeviceBuffer& dst, size_t n, uint64_t seed, uint64_t stream) {
+  if (n == 0) return;
+  const uint64_t key = seed * 0x100000001b3ull ^ (stream << 56);
+  fill_normal_words<<<1024, 256>>>(static_cast<uint16_t*>(dst.get()), n, key, t == DType::bf16);
+  FLASHLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+RunResult run_impl(const Version& v, const Problem& p, const Inputs* in, uint64_t seed,
+                   const Forward* fwd_in, const RunOptions& opt);
 
 }  // namespace
 
-int64_t required_device_bytes(const Version& v, const Problem& p) {
-  return tensor_bytes(sizes_of(v, p));
-}
-
 RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forward* fwd_in,
               const RunOptions& opt) {
+  return run_impl(v, p, &in, 0, fwd_in, opt);
+}
+
+RunResult run_generated(const Version& v, const Problem& p, uint64_t seed, const RunOptions& opt) {
+  if (!v.forward)
+    throw std::runtime_error("inputs drawn on the device feed a forward; this version has none");
+  return run_impl(v, p, nullptr, seed, nullptr, opt);
+}
+
+int64_t required_device_bytes(const Version& v, const Problem& p, const LaunchOptions& launch) {
+  return tensor_bytes(sizes_of(v, p, launch));
+}
+
+namespace {
+
+RunResult run_impl(const Version& v, const Problem& p, const Inputs* in, uint64_t seed,
+                   const Forward* fwd_in, const RunOptions& opt) {
   // 1. Is the problem supported, and does it fit? Nothing is allocated before both answers.
   if (!v.forward && !v.backward)
     throw std::runtime_error("this version has no CUDA implementation in this build");
@@ -188,7 +237,7 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   const DeviceInfo& dev = device_info();
   if (!dev.present) throw std::runtime_error(dev.why_absent);
 
-  const Sizes s = sizes_of(v, p);
+  const Sizes s = sizes_of(v, p, opt.launch);
   const bool flushes = opt.flush_l2 || opt.counters;  // the counters empty L2 before every run
   const int64_t need = tensor_bytes(s) + (flushes ? l2_flush_bytes() : 0);
   {
@@ -208,7 +257,7 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   // 2. Allocate and upload.
   RunResult res;
   int64_t allocated = 0;
-  DeviceBuffer Q, K, V, O, LSE, dO, dQ, dK, dV, work, cu;
+  DeviceBuffer Q, K, V, O, LSE, dO, dQ, dK, dV, work, cu, table;
   Q.allocate(2 * s.q, allocated);
   K.allocate(2 * s.kv, allocated);
   V.allocate(2 * s.kv, allocated);
@@ -229,6 +278,16 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
     offsets.insert(offsets.end(), keys.begin(), keys.end());
     cu.allocate(4 * offsets.size(), allocated);
   }
+  // The block table: the inputs', or (inputs drawn on the device) the seed's shuffled one.
+  const std::vector<int32_t> drawn_table =
+      !in && s.table > 0 ? shuffled_block_table(p.shape, seed) : std::vector<int32_t>{};
+  const std::vector<int32_t>& block_table = in ? in->block_table : drawn_table;
+  if (s.table > 0) {
+    if (block_table.size() != s.table)
+      throw std::runtime_error("the block table has " + std::to_string(block_table.size()) +
+                               " entries, the shape needs " + std::to_string(s.table));
+    table.allocate(4 * s.table, allocated);
+  }
   std::optional<L2Flush> l2;
   if (flushes) {
     l2.emplace();
@@ -237,13 +296,24 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   res.workspace_bytes = static_cast<int64_t>(s.workspace);
   res.peak_device_bytes = allocated;
 
-  upload_words(p.dtype, in.Q, s.q, Q, "Q");
-  upload_words(p.dtype, in.K, s.kv, K, "K");
-  upload_words(p.dtype, in.V, s.kv, V, "V");
-  if (s.bwd) upload_words(p.dtype, in.dO, s.q, dO, "dO");
+  if (in) {
+    upload_words(p.dtype, in->Q, s.q, Q, "Q");
+    upload_words(p.dtype, in->K, s.kv, K, "K");
+    upload_words(p.dtype, in->V, s.kv, V, "V");
+    if (s.bwd) upload_words(p.dtype, in->dO, s.q, dO, "dO");
+  } else {  // streams 1..4 as the host generator's; a paged pool's unused slots hold values too
+    fill_normal(p.dtype, Q, s.q, seed, 1);
+    fill_normal(p.dtype, K, s.kv, seed, 2);
+    fill_normal(p.dtype, V, s.kv, seed, 3);
+    if (s.bwd) fill_normal(p.dtype, dO, s.q, seed, 4);
+    FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   if (!offsets.empty())
     FLASHLAB_CUDA_CHECK(
         cudaMemcpy(cu.get(), offsets.data(), 4 * offsets.size(), cudaMemcpyHostToDevice));
+  if (s.table > 0)
+    FLASHLAB_CUDA_CHECK(
+        cudaMemcpy(table.get(), block_table.data(), 4 * s.table, cudaMemcpyHostToDevice));
   if (s.needs_o_lse_input) {
     upload_words(p.dtype, fwd_in->O, s.q, O, "O");
     std::vector<float> lse(fwd_in->LSE.begin(), fwd_in->LSE.end());
@@ -267,6 +337,8 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
     t.cu_q = static_cast<const int32_t*>(cu.get());
     t.cu_k = t.cu_q + p.shape.B + 1;
   }
+  if (s.table > 0) t.block_table = static_cast<const int32_t*>(table.get());
+  t.launch = opt.launch;
   t.stream = stream.get();
   cudaStream_t st = stream.get();
 
@@ -386,5 +458,7 @@ RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forwar
   res.bitwise_repeatable = res.bitwise_mismatches == 0;
   return res;
 }
+
+}  // namespace
 
 }  // namespace flashlab::cuda

@@ -23,6 +23,7 @@ struct RunOptions {
   // after the first and before any timing, each after the L2 flush whatever flush_l2 says. Check
   // counter_status() first: run() throws when the counters cannot be read.
   bool counters = false;
+  LaunchOptions launch;  // passed to the version (DeviceTensors::launch) and its workspace
 };
 
 // One run for the answer and the counters around each kernel: no warm-up, no timing, no bitwise
@@ -59,12 +60,18 @@ struct RunResult {
 // run() also allocates the L2 flush's buffer (cuda/l2_flush.h: four times the L2 size) when it
 // flushes (RunOptions::flush_l2 or counters), checks it against the free memory with the rest, and
 // counts it in RunResult::peak_device_bytes.
-int64_t required_device_bytes(const Version& v, const Problem& p);
+int64_t required_device_bytes(const Version& v, const Problem& p, const LaunchOptions& launch);
 
 // Runs `v` on the device. For a backward-only version, `fwd_in` supplies O and LSE (from the
 // tiled forward of the same backend). Throws std::runtime_error with a clear message on any CUDA
 // error or when the problem does not fit.
 RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forward* fwd_in,
               const RunOptions& opt);
+
+// The same for a forward on inputs drawn on the device from `seed` (normals from a hash of the
+// seed, the tensor and the index: not core/rng.h's numbers) and, for a paged cache, the seed's
+// shuffled block table: for timing shapes whose fp64 inputs would not fit the host (`lab decode`).
+// Nothing here checks the answer against a reference; the caller can check what it downloads.
+RunResult run_generated(const Version& v, const Problem& p, uint64_t seed, const RunOptions& opt);
 
 }  // namespace flashlab::cuda

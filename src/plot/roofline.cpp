@@ -54,7 +54,8 @@ std::vector<Series> roofs(const json& ceilings, double x0, double x1) {
   int style = 5;  // dashed, in colours the versions' markers (styles 0-4) do not use
   for (const json& r : ceilings["rows"]) {
     const double c = number(r, "value") * 1e12;
-    if (text(r, "key") == "hbm_copy" || !std::isfinite(c) || c <= 0) continue;
+    // The bandwidths (hbm_copy, hbm_read) are the roofs' slope, not roofs.
+    if (text(r, "key").starts_with("hbm_") || !std::isfinite(c) || c <= 0) continue;
     Series s{fmt::format("{} {}", text(r, "name"), si(c, "FLOP/s")), {}, style++};
     const double ridge = c / bw;
     s.points = {{x0, std::min(c, bw * x0)}};

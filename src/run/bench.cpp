@@ -123,7 +123,7 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
                                p.causal, p.shape.B, p.shape.H,          p.shape.Nq};
     };
     if (gpu) {
-      const int64_t need = cuda::required_device_bytes(*v->cuda, p);
+      const int64_t need = cuda::required_device_bytes(*v->cuda, p, launch_options(rc));
       const int64_t free = cuda::device_info().free_bytes;
       if (need > free) {  // a point that cannot run is a row that says so
         for (const char* pass : {"fwd", "bwd"}) {

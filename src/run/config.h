@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_api.h"
 #include "core/problem.h"
 #include "report/report.h"
 #include "run/registry.h"
@@ -28,6 +29,11 @@ struct RunConfig {
   // Said under the tables: versions that "all" left out because they cannot run here.
   std::vector<std::string> notes;
 };
+
+// What the run asks of a CUDA version's launch: --splits for a version that splits the keys.
+inline cuda::LaunchOptions launch_options(const RunConfig& c) {
+  return {.kv_splits = c.cpu.splits};
+}
 
 // Matmul FLOPs by the FA2 paper's convention: forward 4 B H Nq Nk d, halved under the causal mask;
 // with a window, 4 B H d for every (row, key) pair a row sees; a packed batch, the sum over its

@@ -106,6 +106,7 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   opt.warmup = c.warmup;
   opt.repeats = c.repeats;
   opt.bitwise_repeats = c.bitwise_repeats;
+  opt.launch = launch_options(c);
   cuda::RunResult r = cuda::run(*v.cuda, c.problem, in, out.has_fwd ? nullptr : shared_fwd, opt);
   out.fwd = std::move(r.fwd);
   drop(out.fwd.P);
@@ -145,8 +146,10 @@ std::string packed_lengths_text(const Shape& s) {
 std::string kv_splits_note(const VersionInfo& v, const RunConfig& c) {
   const Problem& p = c.problem;
   int64_t lo = 0, hi = 0;
+  // On a GPU the kernels' own schedule (their tiles, the device's SMs); on the CPU the twin's.
+  const bool gpu = c.backend == Backend::cuda && v.cuda && v.cuda->kv_splits;
   const auto take = [&](const Problem& one) {
-    const int64_t n = v.kv_splits(one, c.cpu);
+    const int64_t n = gpu ? v.cuda->kv_splits(one, launch_options(c)) : v.kv_splits(one, c.cpu);
     lo = lo == 0 ? n : std::min(lo, n);
     hi = std::max(hi, n);
   };

@@ -238,7 +238,7 @@ void check_memory(const RunConfig& c) {
   if (c.backend != Backend::cuda) return;
   const cuda::DeviceInfo& d = cuda::device_info();
   for (const VersionInfo* v : c.versions) {
-    const double dev = static_cast<double>(cuda::required_device_bytes(*v->cuda, c.problem));
+    const double dev = static_cast<double>(cuda::required_device_bytes(*v->cuda, c.problem, launch_options(c)));
     if (dev > static_cast<double>(d.free_bytes))
       throw UsageError(fmt::format(
           "version '{}' needs {} of device memory for this shape but {} is free on {}", v->id,

@@ -140,7 +140,7 @@ TEST(BwdKernels, WorkspaceGrowsWithTheDqAccumulators) {
   const Problem p = problem_of({DType::f16, 64, false, 2, 3, 1000, 1000});
   const int64_t dq = p.shape.q_elems() * 4;
   const auto ws = [&](const char* id) {
-    return static_cast<int64_t>(find_version(id)->cuda->workspace_bytes(p));
+    return static_cast<int64_t>(find_version(id)->cuda->workspace_bytes(p, {}));
   };
   const int64_t rows = ws("recompute");
   EXPECT_GE(rows, 2 * p.shape.lse_elems() * 4);
@@ -162,7 +162,7 @@ TEST(BwdKernels, WorkspaceGrowsWithTheDqAccumulators) {
 TEST(BwdKernels, DeterministicDqWorkspaceIsBoundedAtLongSequences) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
   const Problem p = problem_of({DType::bf16, 128, false, 1, 16, 16384, 16384});
-  const auto ws = static_cast<int64_t>(find_version("deterministic-dq")->cuda->workspace_bytes(p));
+  const auto ws = static_cast<int64_t>(find_version("deterministic-dq")->cuda->workspace_bytes(p, {}));
   const int64_t dq = p.shape.q_elems() * 4;
   std::cout << "[deterministic-dq] B=1 H=16 N=16384 d=128: workspace " << ws << " bytes, "
             << ws / dq << " splits\n";

@@ -40,7 +40,7 @@ TEST(CudaRunner, DeviceIsPresentOrSaysWhyNot) {
 TEST(CudaRunner, UnwrittenOutputsComeBackAsNaN) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
   const cuda::Version lazy{[](const Problem&) { return std::string(); },
-                           [](const Problem&) { return size_t{0}; },
+                           [](const Problem&, const cuda::LaunchOptions&) { return size_t{0}; },
                            [](const cuda::DeviceTensors&) {}, nullptr};
   const Problem p = small_problem();
   const Inputs in = make_inputs(p, 5);
@@ -57,7 +57,7 @@ TEST(CudaRunner, RefusesWhatDoesNotFitBeforeAllocating) {
   Problem p;
   p.shape = {65535, 1, 1 << 20, 1 << 20, 128};  // ~35 TB of inputs
   p.dtype = DType::f16;
-  EXPECT_GT(cuda::required_device_bytes(*tiled->cuda, p), cuda::device_info().total_bytes);
+  EXPECT_GT(cuda::required_device_bytes(*tiled->cuda, p, {}), cuda::device_info().total_bytes);
   try {
     cuda::run(*tiled->cuda, p, Inputs{}, nullptr, cuda::RunOptions{});
     FAIL() << "a problem larger than the device ran";
@@ -104,8 +104,8 @@ TEST(CudaRunner, TimesEveryRepeatAndCountsMemory) {
   ASSERT_EQ(r.bwd_time.ms.size(), 4u);
   for (double ms : r.fwd_time.ms) EXPECT_GT(ms, 0.0);
   for (double ms : r.bwd_time.ms) EXPECT_GT(ms, 0.0);
-  EXPECT_EQ(r.workspace_bytes, static_cast<int64_t>(naive->cuda->workspace_bytes(p)));
-  EXPECT_GE(r.peak_device_bytes, cuda::required_device_bytes(*naive->cuda, p));
+  EXPECT_EQ(r.workspace_bytes, static_cast<int64_t>(naive->cuda->workspace_bytes(p, {})));
+  EXPECT_GE(r.peak_device_bytes, cuda::required_device_bytes(*naive->cuda, p, {}));
 }
 
 TEST(CudaRunner, CpuOnlyDtypesAreRefused) {

@@ -206,7 +206,7 @@ std::string problem_check(const Problem& p) {
   return {};
 }
 
-size_t workspace(const Problem& p) {
+size_t workspace(const Problem& p, const LaunchOptions&) {
   return d_bytes(p) + static_cast<size_t>(p.shape.q_elems()) * 4;
 }
 
