@@ -3,8 +3,9 @@
 K/V cache, where the cost is reading the cache once.
 
 For each point (B, H query heads, Hkv K/V heads, cache length Nk; d = 128, bf16, Nq = 1) it runs
-`flashlab run --backend cuda --versions ... --Nq 1 --Nk Nk --json` (the versions' outputs checked
-against the fp64 reference there, the time the median of --repeats runs, L2 flushed before each),
+`flashlab run --backend cuda --versions ... --Nq 1 --Nk Nk --check sample --json` (the versions'
+outputs checked against the fp64 reference there, on three (batch, K/V head) slices; the time the
+median of --repeats runs, L2 flushed before each),
 once with a contiguous cache and once with a paged one (--page-size, pages shuffled by the
 generator), then times PyTorch's scaled_dot_product_attention with the cuDNN backend
 (SDPBackend.CUDNN_ATTENTION) on q [B, H, 1, d], k and v [B, Hkv, Nk, d] (enable_gqa=True where
@@ -62,7 +63,8 @@ def run_flashlab(args, B, H, Hkv, Nk, page):
         cmd = [args.flashlab, "run", "--backend", "cuda", "--versions", args.versions,
                "--dtype", "bf16", "-d", "128", "-B", str(B), "-H", str(H), "--heads-kv", str(Hkv),
                "--Nq", "1", "--Nk", str(Nk), "--repeats", str(args.repeats),
-               "--warmup", str(args.warmup), "--bitwise-repeats", "1", "--json", path]
+               "--warmup", str(args.warmup), "--bitwise-repeats", "1", "--check", args.check,
+               "--json", path]
         if page:
             cmd += ["--page-size", str(page)]
         print("+", " ".join(cmd), flush=True)
@@ -137,6 +139,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--out", default=None)
     ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--check", default="sample", choices=["sample", "full"],
+                    help="flashlab run's --check: sample (a few (batch, K/V head) slices against "
+                         "the fp64 reference, the default) or full")
     ap.add_argument("--ceiling-from", default=None,
                     help="a `flashlab lab decode --json` report whose read ceiling to use")
     args = ap.parse_args()

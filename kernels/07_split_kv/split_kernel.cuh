@@ -79,14 +79,27 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   const int cp_row = tid / kChunks, cp_col = (tid % kChunks) * 8;
   const T* Kg = static_cast<const T*>(p.k);
   const T* Vg = static_cast<const T*>(p.v);
-  // Where key `key` of this K/V head starts (elements), contiguous or in its page.
-  auto key_at = [&](int key) -> int64_t {
+  // A paged cache: the pool page of each row this thread copies in a tile, read from the block
+  // table one tile ahead of the copies (fetch_pages), so that no copy waits on the table's load.
+  constexpr int kCopies = kBc / kPassRows;  // rows a thread copies per tile
+  [[maybe_unused]] int pages[kCopies];
+  auto fetch_pages = [&](int tile) {
     if constexpr (kPaged) {
-      const int page = __ldg(&p.block_table[int64_t{b} * p.pages_per_seq + key / p.page_size]);
-      return ((int64_t{page} * p.page_size + key % p.page_size) * p.Hkv + kvh) * D;
-    } else {
-      return (int64_t{kh} * p.Nk + key) * D;
+      const int c0 = (t0 + tile) * kBc;
+      const int32_t* row = p.block_table + int64_t{b} * p.pages_per_seq;
+#pragma unroll
+      for (int i = 0; i < kCopies; ++i) {
+        const int key = c0 + cp_row + i * kPassRows;
+        pages[i] = key < p.Nk ? __ldg(&row[key / p.page_size]) : 0;
+      }
     }
+  };
+  // Where key `key` (the i-th row this thread copies) of this K/V head starts, in elements.
+  auto key_at = [&](int key, int i) -> int64_t {
+    if constexpr (kPaged)
+      return ((int64_t{pages[i]} * p.page_size + key % p.page_size) * p.Hkv + kvh) * D;
+    else
+      return (int64_t{kh} * p.Nk + key) * D;
   };
   auto load_kv = [&](int tile) {  // tile: the n-th of this block's tiles
     const int stage = tile % kStages;
@@ -94,10 +107,10 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
     const uint32_t dk = smem_addr(sK + stage * kBc * D + swizzled_offset<D>(cp_row, cp_col));
     const uint32_t dv = smem_addr(sV + stage * kBc * D + swizzled_offset<D>(cp_row, cp_col));
 #pragma unroll
-    for (int i = 0; i < kBc / kPassRows; ++i) {
+    for (int i = 0; i < kCopies; ++i) {
       const int key = c0 + cp_row + i * kPassRows;
       const bool valid = key < p.Nk;  // a paged cache's slots past Nk hold no key: never read
-      const int64_t at = valid ? key_at(key) + cp_col : 0;
+      const int64_t at = valid ? key_at(key, i) + cp_col : 0;
       cp_async_16(dk + i * kPassRows * D * 2, Kg + at, valid);
       cp_async_16(dv + i * kPassRows * D * 2, Vg + at, valid);
     }
@@ -117,9 +130,13 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   }
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
-    if (t < n_kv) load_kv(t);
+    if (t < n_kv) {
+      fetch_pages(t);
+      load_kv(t);
+    }
     cp_async_commit();
   }
+  if (kStages - 1 < n_kv) fetch_pages(kStages - 1);
 
   // ldmatrix addresses as in tiled (its fwd_kernel.cuh explains them): Q as A fragments; the
   // warp's 16 keys of K as B fragments of Q K^T, of V (transposed) as B fragments of P V.
@@ -151,7 +168,10 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   for (int j = 0; j < n_kv; ++j) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    if (j + kStages - 1 < n_kv) load_kv(j + kStages - 1);
+    if (j + kStages - 1 < n_kv) {
+      load_kv(j + kStages - 1);
+      if (j + kStages < n_kv) fetch_pages(j + kStages);
+    }
     cp_async_commit();
     const uint32_t kj = smem_addr(sK + (j % kStages) * kBc * D);
     const uint32_t vj = smem_addr(sV + (j % kStages) * kBc * D);

@@ -26,6 +26,7 @@ struct RunArgs {
   int br = 64, bc = 64, threads = 0, splits = 0;
   int repeats = 3, warmup = 1, bitwise_repeats = 2;
   std::string dump;
+  std::string check = "full";
   OutputOptions out;
   CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr,
               *Hkv_given = nullptr, *B_given = nullptr, *N_given = nullptr,
@@ -94,6 +95,9 @@ RunConfig make_config(const RunArgs& a) {
   c.warmup = a.warmup;
   c.bitwise_repeats = a.bitwise_repeats;
   c.dump_dir = a.dump;
+  if (a.check != "full" && a.check != "sample")
+    throw UsageError("--check takes full or sample (got '" + a.check + "')");
+  c.sample_check = a.check == "sample";
   check_paged(p);  // before "all" is cut to the versions that take the problem
   // "all" on the GPU leaves out what cannot run on it (an sm_90a rung on an sm_80 GPU), and says
   // so; a version asked for by name is an error instead (validate_run).
@@ -169,6 +173,12 @@ void register_run(CLI::App& app, Action& action) {
                   "cuda: extra runs whose outputs must equal the first run's bit for bit")
       ->capture_default_str();
   sub->add_option("--dump", a.dump, "write inputs and outputs as .npy into DIR")->type_name("DIR");
+  sub->add_option("--check", a.check,
+                  "full: every output against the fp64 reference; sample: the forward's O and LSE "
+                  "on a few (batch, K/V head) slices, for shapes whose full reference would not "
+                  "fit (forward-only versions)")
+      ->type_name("full|sample")
+      ->capture_default_str();
   add_output_options(sub, a.out, kTables);
   add_alias(sub, "--N", N, a.N);  // bench's older spelling: run takes what bench takes
   sub->footer(R"(Examples:
@@ -179,6 +189,8 @@ void register_run(CLI::App& app, Action& action) {
   flashlab run --seqlens 1,17,128,300 --causal   # a packed batch of four sequences
   flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --page-size 16  # decoding from a paged cache
   flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --versions tiled,split-kv --splits 8
+  flashlab run --backend cuda --dtype bf16 --versions split-kv -B 8 -H 32 --heads-kv 8 --Nq 1
+               --Nk 1000000 -d 128 --check sample   # checked on 3 of the 64 (batch, K/V head)
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json
   flashlab run -N 256 -d 32 --dump out/   # then in Python: np.load("out/naive.dQ.npy")
 

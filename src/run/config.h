@@ -26,6 +26,9 @@ struct RunConfig {
   int warmup = 1;
   int bitwise_repeats = 2;  // extra device runs compared bit for bit (the CPU compares every run)
   std::string dump_dir;     // empty: no dump
+  // --check sample: the forward outputs compared with the fp64 reference on a few (batch, K/V
+  // head) slices only (run/sample_check.h), not the whole problem.
+  bool sample_check = false;
   // Said under the tables: versions that "all" left out because they cannot run here.
   std::vector<std::string> notes;
 };

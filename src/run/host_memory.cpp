@@ -8,6 +8,7 @@
 #include "core/packed.h"
 #include "core/paged.h"
 #include "reference/attention.h"
+#include "run/sample_check.h"
 #include "util/error.h"
 #include "util/format.h"
 #include "util/sysinfo.h"
@@ -81,7 +82,29 @@ double program_bytes(const RunConfig& c) {
 
 }  // namespace
 
+// --check sample: the inputs, the slices' gathered inputs, and the stacked slices' reference and
+// budget as a run of their own (without versions); then the versions' outcomes, as a full run
+// keeps them.
+static double sampled_run_host_bytes(const RunConfig& c) {
+  const Shape& s = c.problem.shape;
+  const std::vector<CheckSlice> slices = sample_slices(s);
+  RunConfig sc;
+  sc.problem = sliced_problem(c.problem, slices);
+  sc.cpu = c.cpu;
+  const Shape& t = sc.problem.shape;
+  const double inputs = 8.0 * (2 * s.q_elems() + 2 * s.kv_elems());
+  const double gathered = 8.0 * (2 * t.q_elems() + 2 * t.kv_elems());
+  double kept = inputs + gathered + 8.0 * (t.q_elems() + t.lse_elems());  // the slices' reference
+  double peak = inputs + run_host_bytes(sc) - program_bytes(sc);
+  for (const VersionInfo* v : c.versions) {
+    peak = std::max(peak, kept + running_bytes(c, *v));
+    kept += outcome_bytes(*v, s);
+  }
+  return std::max(peak, kept) + program_bytes(c);
+}
+
 double run_host_bytes(const RunConfig& c) {
+  if (c.sample_check) return sampled_run_host_bytes(c);
   const Problem& p = c.problem;
   const Shape& s = p.shape;
   const double inputs = 8.0 * (2 * s.q_elems() + 2 * s.kv_elems());

@@ -223,7 +223,11 @@ void judge(VersionOutcome& v, const RunOutcome& ref) {
     v.failures.push_back(v.not_implemented);
     return;
   }
-  if (v.has_fwd) {
+  if (v.has_fwd && !ref.slices.empty()) {  // --check sample: the slices' rows only
+    const Forward f = sliced_forward(ref.problem, v.fwd, ref.slices);
+    v.errors["O"] = compare(f.O, ref.ref_fwd.O);
+    v.errors["LSE"] = compare_lse(f.LSE, ref.ref_fwd.LSE);
+  } else if (v.has_fwd) {
     v.errors["O"] = compare(v.fwd.O, ref.ref_fwd.O);
     v.errors["LSE"] = compare_lse(v.fwd.LSE, ref.ref_fwd.LSE);
   }
@@ -258,14 +262,23 @@ RunOutcome prepare(const RunConfig& c, Progress& progress) {
   progress.step("run: inputs and fp64 reference");
   auto t0 = std::chrono::steady_clock::now();
   r.inputs = make_inputs(p, c.seed);
-  r.ref_fwd = reference::forward(p, r.inputs, /*keep_P=*/true);
-  r.ref_grads = reference::backward(p, r.inputs, r.ref_fwd);
+  r.problem = p;
+  // --check sample: the reference of a few slices, stacked as one problem of their own.
+  Inputs sliced;
+  if (c.sample_check) {
+    r.slices = sample_slices(p.shape);
+    sliced = sliced_inputs(p, r.inputs, r.slices);
+  }
+  const Problem& rp = c.sample_check ? sliced_problem(p, r.slices) : p;
+  const Inputs& ri = c.sample_check ? sliced : r.inputs;
+  r.ref_fwd = reference::forward(rp, ri, /*keep_P=*/true);
+  r.ref_grads = reference::backward(rp, ri, r.ref_fwd);
   drop(r.ref_fwd.P);
   r.reference_s = seconds_since(t0);
 
   progress.step("run: error budget");
   t0 = std::chrono::steady_clock::now();
-  r.budget = compute_budget(p, r.inputs, r.ref_fwd, r.ref_grads);
+  r.budget = compute_budget(rp, ri, r.ref_fwd, r.ref_grads);
   r.budget_s = seconds_since(t0);
   return r;
 }
@@ -320,7 +333,10 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   const std::string shape = fmt::format("{}, {}{}{}, {}, seed {}", to_string(p.dtype), lengths,
                                         dims, extra, p.causal ? "causal" : "non-causal", c.seed);
   Table errors{"errors",
-               "Error vs the fp64 reference (" + shape + ")",
+               "Error vs the fp64 reference (" + shape + ")" +
+                   (r.slices.empty() ? std::string()
+                                     : fmt::format(", on {} sampled (batch, K/V head) slices",
+                                                   r.slices.size())),
                {{"version", "version", "", ""},
                 {"output", "output", "", ""},
                 {"max_abs", "max |x - ref|", "", "{:.2e}"},
@@ -409,19 +425,28 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
           "{} is not bitwise repeatable: its runs gave different bits (it is registered as "
           "non-deterministic).",
           v.version->id));
-  if (c.backend == Backend::cpu)
-    for (const VersionOutcome& v : r.versions)
-      if (v.version->kv_splits && v.not_implemented.empty())
-        rep.observations.push_back(kv_splits_note(*v.version, c));
+  for (const VersionOutcome& v : r.versions)
+    if (v.version->kv_splits && v.not_implemented.empty())
+      rep.observations.push_back(kv_splits_note(*v.version, c));
   bool any_bwd_only = false;
   for (const VersionOutcome& v : r.versions) any_bwd_only = any_bwd_only || !v.has_fwd;
   if (any_bwd_only)
     rep.observations.push_back(
         fmt::format("Backward-only versions take O and LSE from the {} forward on {}.",
                     feeding_forward().id, to_string(c.backend)));
+  if (!r.slices.empty()) {
+    rep.observations.push_back(fmt::format(
+        "--check sample: O and LSE were compared with the fp64 reference on {} of the {} (batch, "
+        "K/V head) slices, {}: the {} query heads of each slice's group, every key of its K/V "
+        "head. The rest of the outputs were not compared; the error budget is the slices'.",
+        r.slices.size(), p.shape.kv_head_count(), slices_text(r.slices), p.shape.group()));
+    rep.config["slices"] = json::array();
+    for (const CheckSlice& s : r.slices) rep.config["slices"].push_back({s.b, s.kv_head});
+  }
   rep.observations.push_back(fmt::format(
-      "fp64 reference (forward + backward from stored P) took {:.2f} s; the error budget's {} "
+      "fp64 reference{} (forward + backward from stored P) took {:.2f} s; the error budget's {} "
       "took {:.2f} s.",
+      r.slices.empty() ? "" : " of the slices",
       r.reference_s,
       p.dtype == DType::f64 ? "estimate of the fp64 rounding floor"
                             : "straightforward " + to_string(p.dtype) + " computation",

@@ -18,6 +18,7 @@
 #include "run/budget.h"
 #include "run/compare.h"
 #include "run/config.h"
+#include "run/sample_check.h"
 #include "util/timing.h"
 
 namespace flashlab {
@@ -44,6 +45,10 @@ struct VersionOutcome {
 
 struct RunOutcome {
   Inputs inputs;
+  // --check sample: the slices compared, and the problem they come from; the reference, its
+  // gradients and the budget are then the stacked slices' (run/sample_check.h).
+  std::vector<CheckSlice> slices;
+  Problem problem;
   Forward ref_fwd;
   Gradients ref_grads;
   ErrorBudget budget;

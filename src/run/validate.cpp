@@ -195,6 +195,19 @@ void validate_run(const RunConfig& c) {
   check_range("--bitwise-repeats", c.bitwise_repeats, 0, kMaxRepeats);
   if (c.versions.empty()) throw UsageError("no version selected");
   check_splits(c.cpu.splits, c.versions);
+  if (c.sample_check) {
+    if (s.packed())
+      throw UsageError("--check sample slices a dense or paged batch by (batch, K/V head); "
+                       "a packed batch is checked whole (--check full)");
+    if (!c.dump_dir.empty())
+      throw UsageError("--dump writes the whole reference, which --check sample does not compute");
+    for (const VersionInfo* v : c.versions)
+      if (v->pass != Pass::fwd)
+        throw UsageError(fmt::format(
+            "--check sample compares forward outputs on a few slices, and version '{}' has a "
+            "backward (its dQ needs the whole reference): use --check full",
+            v->id));
+  }
   // Each version says which axes of the problem it takes (grouped heads, window), on each backend.
   std::vector<const VersionInfo*> todo = c.versions;
   if (needs_shared_forward(c)) todo.push_back(&feeding_forward());
