@@ -32,7 +32,8 @@
 //
 // Limits: fp16 and bf16, head dims 64 and 128, fp32 accumulation, forward only; a dense batch
 // (a packed batch is refused: its sequences would each need a schedule of their own); at most
-// 65535 row blocks (H/Hkv Nq <= 1048560 packed rows) and 65535 K/V heads (B Hkv); Nq, Nk <= 2^30.
+// 65535 row blocks (H/Hkv Nq <= 1048560 packed rows), B <= 65535 and splits Hkv < 2^31; Nq,
+// Nk <= 2^30.
 // mma.sync runs on sm_80 and later.
 #include <cuda_runtime.h>
 

@@ -23,8 +23,10 @@ constexpr int split_smem_bytes() {
   return (kBr + 2 * SplitTraits<D>::kStages * kBc) * D * 2;
 }
 
-// The split pass. Block (j, m, kh): split j of the key blocks, packed rows [16 m, 16 m + 16) of
-// K/V head kh (flattened over the batch).
+// The split pass. Block (split j and K/V head kvh, m, b): split j of the key blocks, packed rows
+// [16 m, 16 m + 16) of K/V head kvh of sequence b. The K/V heads of a sequence are the grid's
+// fastest index, so the blocks that read the same keys of every head (in a paged cache, the same
+// pages, where one key's heads lie side by side) are launched together.
 template <class T, int D, bool kPaged>
 __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p) {
   using E = ElemTraits<T>;
@@ -44,9 +46,9 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   T* sK = sQ + kBr * D;             // kStages tiles of kBc x D
   T* sV = sK + kStages * kBc * D;   // kStages tiles of kBc x D
 
-  const int split = blockIdx.x, R0 = blockIdx.y * kBr;
-  const int kh = blockIdx.z;                  // K/V head over the batch
-  const int b = kh / p.Hkv, kvh = kh - b * p.Hkv;
+  const int split = blockIdx.x / p.Hkv, kvh = blockIdx.x - split * p.Hkv;
+  const int R0 = blockIdx.y * kBr, b = blockIdx.z;
+  const int kh = b * p.Hkv + kvh;  // K/V head over the batch
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, qd = lane % 4;
 
   // The keys this block's rows see, and the ones every row of it sees (no mask needed there).
@@ -79,27 +81,15 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   const int cp_row = tid / kChunks, cp_col = (tid % kChunks) * 8;
   const T* Kg = static_cast<const T*>(p.k);
   const T* Vg = static_cast<const T*>(p.v);
-  // A paged cache: the pool page of each row this thread copies in a tile, read from the block
-  // table one tile ahead of the copies (fetch_pages), so that no copy waits on the table's load.
-  constexpr int kCopies = kBc / kPassRows;  // rows a thread copies per tile
-  [[maybe_unused]] int pages[kCopies];
-  auto fetch_pages = [&](int tile) {
+  // Where key `key` of this K/V head starts (elements), contiguous or in its page. (Reading the
+  // page ids a tile ahead, into registers, was measured slower: docs/perf.md.)
+  auto key_at = [&](int key) -> int64_t {
     if constexpr (kPaged) {
-      const int c0 = (t0 + tile) * kBc;
-      const int32_t* row = p.block_table + int64_t{b} * p.pages_per_seq;
-#pragma unroll
-      for (int i = 0; i < kCopies; ++i) {
-        const int key = c0 + cp_row + i * kPassRows;
-        pages[i] = key < p.Nk ? __ldg(&row[key / p.page_size]) : 0;
-      }
-    }
-  };
-  // Where key `key` (the i-th row this thread copies) of this K/V head starts, in elements.
-  auto key_at = [&](int key, int i) -> int64_t {
-    if constexpr (kPaged)
-      return ((int64_t{pages[i]} * p.page_size + key % p.page_size) * p.Hkv + kvh) * D;
-    else
+      const int page = __ldg(&p.block_table[int64_t{b} * p.pages_per_seq + key / p.page_size]);
+      return ((int64_t{page} * p.page_size + key % p.page_size) * p.Hkv + kvh) * D;
+    } else {
       return (int64_t{kh} * p.Nk + key) * D;
+    }
   };
   auto load_kv = [&](int tile) {  // tile: the n-th of this block's tiles
     const int stage = tile % kStages;
@@ -107,10 +97,10 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
     const uint32_t dk = smem_addr(sK + stage * kBc * D + swizzled_offset<D>(cp_row, cp_col));
     const uint32_t dv = smem_addr(sV + stage * kBc * D + swizzled_offset<D>(cp_row, cp_col));
 #pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
+    for (int i = 0; i < kBc / kPassRows; ++i) {
       const int key = c0 + cp_row + i * kPassRows;
       const bool valid = key < p.Nk;  // a paged cache's slots past Nk hold no key: never read
-      const int64_t at = valid ? key_at(key, i) + cp_col : 0;
+      const int64_t at = valid ? key_at(key) + cp_col : 0;
       cp_async_16(dk + i * kPassRows * D * 2, Kg + at, valid);
       cp_async_16(dv + i * kPassRows * D * 2, Vg + at, valid);
     }
@@ -130,13 +120,9 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   }
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
-    if (t < n_kv) {
-      fetch_pages(t);
-      load_kv(t);
-    }
+    if (t < n_kv) load_kv(t);
     cp_async_commit();
   }
-  if (kStages - 1 < n_kv) fetch_pages(kStages - 1);
 
   // ldmatrix addresses as in tiled (its fwd_kernel.cuh explains them): Q as A fragments; the
   // warp's 16 keys of K as B fragments of Q K^T, of V (transposed) as B fragments of P V.
@@ -168,10 +154,7 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   for (int j = 0; j < n_kv; ++j) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    if (j + kStages - 1 < n_kv) {
-      load_kv(j + kStages - 1);
-      if (j + kStages < n_kv) fetch_pages(j + kStages);
-    }
+    if (j + kStages - 1 < n_kv) load_kv(j + kStages - 1);
     cp_async_commit();
     const uint32_t kj = smem_addr(sK + (j % kStages) * kBc * D);
     const uint32_t vj = smem_addr(sV + (j % kStages) * kBc * D);
@@ -293,7 +276,7 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
       *reinterpret_cast<uint4*>(static_cast<T*>(p.o) + q_row * D + col) = packed;
       if (col == 0) p.lse[q_row] = lse;
     } else {
-      const int64_t at = (int64_t{split} * gridDim.z + kh) * p.rows + R;
+      const int64_t at = (int64_t{split} * gridDim.z * p.Hkv + kh) * p.rows + R;
       float4* dst = reinterpret_cast<float4*>(p.part_o + at * D + col);
       dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
       dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
@@ -351,7 +334,7 @@ void launch_split(const SplitParams& p, int row_blocks, int kv_heads, cudaStream
   auto* kernel = split_kernel<T, D, kPaged>;
   FLASHLAB_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(p.splits, row_blocks, kv_heads);
+  const dim3 grid(p.splits * p.Hkv, row_blocks, kv_heads / p.Hkv);
   kernel<<<grid, kWarps * 32, smem, stream>>>(p);
   FLASHLAB_CUDA_CHECK(cudaGetLastError());
 }

@@ -34,7 +34,7 @@ struct SplitParams {
   float scale_log2;  // softmax scale * log2(e)
 };
 
-// The split pass: grid (splits, row blocks, B Hkv); with one split it writes O and LSE itself.
+// The split pass: grid (splits x Hkv, row blocks, B); with one split it writes O and LSE itself.
 template <class T, int D, bool kPaged>
 void launch_split(const SplitParams& p, int row_blocks, int kv_heads, cudaStream_t stream);
 
