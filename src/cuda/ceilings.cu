@@ -4,9 +4,11 @@
 //
 //   copy      dst = src over 2 x 1 GiB (16-byte loads and stores, 4 in flight per thread);
 //             bytes = read + written; afterwards every word of dst is compared with src
-//   read      1 GiB read once (16-byte loads, 8 in flight per thread, each block 32 KiB tiles of
-//             consecutive words), folded by XOR to one word per block: the ceiling of a pass that only reads, as decoding's pass over the K/V
-//             cache does; the fold is compared with a plain one-load-at-a-time kernel's
+//   read      1 GiB read once (16-byte loads, each block tiles of consecutive words), folded by
+//             XOR to one word per block, four ways (cache operator .cs, .cg or .nc; 8 or 16
+//             loads in flight per thread): the fastest is the ceiling of a pass that only reads,
+//             as decoding's pass over the K/V cache does; each fold is compared with a plain
+//             one-load-at-a-time kernel's
 //   mma.sync  8 warps a CTA, 4 CTAs an SM; each warp runs 8 independent accumulator chains of
 //             m16n8k16 bf16 -> fp32 on random fragments; 4096 FLOP an instruction
 //   wgmma     2 warpgroups a CTA, one CTA an SM; each warpgroup issues m64n256k16 bf16 -> fp32 with
@@ -24,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -181,20 +184,31 @@ __device__ __forceinline__ void fold_block(uint32_t acc, unsigned int* out) {
   }
 }
 
-// Each block reads tiles of 8 x blockDim consecutive words (32 KiB), a grid's stride of tiles
-// apart: 8 loads in flight per thread, each warp's a contiguous 512 bytes, and each block's tile
-// one contiguous stretch of memory (a grid-stride of single words scatters a thread's 8 loads
-// over 8 regions megabytes apart, which reads slower).
+// The ways a load can go through the caches (the PTX cache operators): .cs streams (evict
+// first), .cg caches in L2 only, .nc through the read-only path.
+enum class LoadPath { cs, cg, nc };
+
+template <LoadPath kPath>
+__device__ __forceinline__ uint4 load(const uint4* p) {
+  if constexpr (kPath == LoadPath::cs) return __ldcs(p);
+  if constexpr (kPath == LoadPath::cg) return __ldcg(p);
+  return __ldg(p);
+}
+
+// Each block reads tiles of kLoads x blockDim consecutive words, a grid's stride of tiles apart:
+// kLoads loads in flight per thread, each warp's a contiguous 512 bytes, each block's tile one
+// contiguous stretch of memory.
+template <int kLoads, LoadPath kPath>
 __global__ void read_words(const uint4* __restrict__ src, size_t n, unsigned int* out) {
-  const size_t tile = 8 * static_cast<size_t>(blockDim.x);
+  const size_t tile = kLoads * static_cast<size_t>(blockDim.x);
   uint32_t acc = 0;
   size_t t0 = blockIdx.x * tile;
   for (; t0 + tile <= n; t0 += gridDim.x * tile) {
-    uint4 w[8];
+    uint4 w[kLoads];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) w[k] = __ldcs(&src[t0 + k * blockDim.x + threadIdx.x]);
+    for (int k = 0; k < kLoads; ++k) w[k] = load<kPath>(&src[t0 + k * blockDim.x + threadIdx.x]);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) acc ^= fold(w[k]);
+    for (int k = 0; k < kLoads; ++k) acc ^= fold(w[k]);
   }
   for (size_t i = t0 + threadIdx.x; i < n && i < t0 + tile; i += blockDim.x) acc ^= fold(src[i]);
   fold_block(acc, out);
@@ -219,23 +233,45 @@ Ceiling read_ceiling(const DeviceInfo& dev) {
   const int grid = dev.sms * 8;
   fill_words<<<grid, 256>>>(src.p, n, 0x2545f491u);
   FLASHLAB_CHECK_LAUNCH();
-  const double s = median_seconds([&] {
-    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(folds.p, 0, sizeof(unsigned int)));
-    read_words<<<grid, 256>>>(src.p, n, folds.p);
-    FLASHLAB_CHECK_LAUNCH();
-  });
+  // The ceiling is the fastest of a few ways to read (the cache path, the loads in flight): a
+  // single way can read below what a kernel with another reaches. Each way's fold is checked.
+  struct Way {
+    const char* name;
+    void (*kernel)(const uint4*, size_t, unsigned int*);
+  };
+  const Way ways[] = {{"ld.global.cs, 8 loads in flight", read_words<8, LoadPath::cs>},
+                      {"ld.global.cg, 8 loads in flight", read_words<8, LoadPath::cg>},
+                      {"ld.global.nc, 16 loads in flight", read_words<16, LoadPath::nc>},
+                      {"ld.global.cg, 16 loads in flight", read_words<16, LoadPath::cg>}};
   FLASHLAB_CUDA_CHECK(cudaMemset(folds.p + 1, 0, sizeof(unsigned int)));
   read_words_plainly<<<dev.sms * 3, 128>>>(src.p, n, folds.p + 1);  // another partition
   FLASHLAB_CHECK_LAUNCH();
-  unsigned int got[2] = {0, 0};
-  FLASHLAB_CUDA_CHECK(cudaMemcpy(got, folds.p, sizeof got, cudaMemcpyDeviceToHost));
-  c.value = static_cast<double>(bytes) / s;
+  double best = 0;
+  std::string best_way, all;
+  bool agree = true;
+  for (const Way& w : ways) {
+    const double s = median_seconds([&] {
+      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(folds.p, 0, sizeof(unsigned int)));
+      w.kernel<<<grid, 256>>>(src.p, n, folds.p);
+      FLASHLAB_CHECK_LAUNCH();
+    });
+    unsigned int got[2] = {0, 0};
+    FLASHLAB_CUDA_CHECK(cudaMemcpy(got, folds.p, sizeof got, cudaMemcpyDeviceToHost));
+    agree = agree && got[0] == got[1];
+    const double bps = static_cast<double>(bytes) / s;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.2f TB/s", all.empty() ? "" : "; ", w.name, bps / 1e12);
+    all += buf;
+    if (bps > best) best = bps, best_way = w.name;
+  }
+  c.value = best;
   c.how = "read of " + std::to_string(bytes >> 20) + " MiB (bytes read), " +
-          std::to_string(grid) + " x 256 threads, 32 KiB tiles, 8 loads in flight each, median of " +
-          std::to_string(kRepeats);
+          std::to_string(grid) + " x 256 threads, the fastest of: " + all + "; median of " +
+          std::to_string(kRepeats) + " each";
+  const unsigned int got[2] = {agree ? 0u : 1u, 0u};
   c.check_ok = got[0] == got[1];
-  c.check = c.check_ok ? "its XOR of every word equals a plain kernel's"
-                       : "its XOR of every word differs from a plain kernel's";
+  c.check = c.check_ok ? "each way's XOR of every word equals a plain kernel's"
+                       : "a way's XOR of every word differs from a plain kernel's";
   return c;
 }
 
