@@ -306,6 +306,9 @@ TEST(SplitKv, TheSplitRuleOfTheReadme) {
     EXPECT_EQ(split_kv().workspace_bytes(p, o),
               r.splits > 1 ? r.splits * r.B * r.H * r.Nq * (128 + 1) * 4 : 0);
   }
+  // A paged cache keeps two workers an SM busy: the same problem in pages of 64 gets 32 splits.
+  const Problem paged = testing::make_paged_problem(1, 32, 8, 1, 32768, 128, 64, false, DType::bf16);
+  EXPECT_EQ(split_kv().kv_splits(paged, CpuOptions{}), 32);  // 33 would stream 16 blocks too
   // A growing batch fills the GPU: at this length more splits always pay, so S is the most one
   // wave holds, 132 / U (U = 8 B workers), down to 1 from B = 9.
   for (int64_t B = 1; B <= 17; ++B) {

@@ -189,8 +189,8 @@ void register_run(CLI::App& app, Action& action) {
   flashlab run --seqlens 1,17,128,300 --causal   # a packed batch of four sequences
   flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --page-size 16  # decoding from a paged cache
   flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --versions tiled,split-kv --splits 8
-  flashlab run --backend cuda --dtype bf16 --versions split-kv -B 8 -H 32 --heads-kv 8 --Nq 1
-               --Nk 1000000 -d 128 --check sample   # checked on 3 of the 64 (batch, K/V head)
+  flashlab run --backend cuda --dtype bf16 --versions split-kv -H 32 --heads-kv 8 --Nq 1
+               --Nk 1000000 -d 128 --check sample   # checked on 3 of the 8 (batch, K/V head)
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json
   flashlab run -N 256 -d 32 --dump out/   # then in Python: np.load("out/naive.dQ.npy")
 
