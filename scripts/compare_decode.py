@@ -26,10 +26,11 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
+
+from compare_torch import TorchTimer  # noqa: E402 (beside this script): the same timing method
 
 # The points: B x H x Hkv : cache length.
 DEFAULT_POINTS = ("1x32x8:32768,1x32x8:131072,1x32x8:262144,"
@@ -90,30 +91,6 @@ def time_cudnn(torch, timer, B, H, Hkv, Nk, d=128):
     del q, k, v
     torch.cuda.empty_cache()
     return t
-
-
-class TorchTimer:
-    def __init__(self, torch, repeats, warmup):
-        self.torch, self.repeats, self.warmup = torch, repeats, warmup
-        props = torch.cuda.get_device_properties(0)
-        l2 = getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20
-        self.flush_buf = torch.zeros(4 * l2 // 8, dtype=torch.int64, device="cuda")
-
-    def time(self, fn):
-        torch = self.torch
-        for _ in range(self.warmup):
-            fn()
-        torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
-        for i in range(self.repeats):
-            self.flush_buf.sum()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-        ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-        return statistics.median(ms), min(ms), max(ms)
 
 
 def read_ceiling(args):

@@ -19,28 +19,7 @@ STAGES=${STAGES:-"info tests sanitize lab compare"}
 mkdir -p "$LOGS"
 source scripts/cupti_env.sh
 
-SUMMARY=()
-note() { SUMMARY+=("$(printf '%-11s %s' "$1" "$2")"); }
-has() { [[ " $STAGES " == *" $1 "* ]]; }
-
-run_stage() {
-  local name=$1 limit=$2
-  shift 2
-  local left=$((BUDGET - SECONDS))
-  if [ "$left" -lt 15 ]; then
-    STAGE_RC=skipped STAGE_S=0
-    echo "== $name: skipped, ${left}s of the ${BUDGET}s budget left" | tee "$LOGS/$name.log" >&2
-    return 0
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  local t0=$SECONDS
-  echo "== $name (limit ${limit}s): $*" >&2
-  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
-  STAGE_RC=$?
-  STAGE_S=$((SECONDS - t0))
-  [ "$STAGE_RC" = 124 ] && echo "   (stopped at its ${limit}s limit)" >>"$LOGS/$name.log"
-  return 0
-}
+source scripts/device_stages.sh
 
 if has info; then
   run_stage info 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,memory.used --format=csv
