@@ -123,6 +123,28 @@ TEST(Plot, BenchReportRendersOnePanelPerConfiguration) {
   EXPECT_GT(png.bytes, 15000u);
 }
 
+// The decode lab: on the CPU its counted half (the splits, no bandwidth panel); a GPU report (the
+// H200 run committed in docs/results) also the bandwidth against the read ceiling and what the
+// splits buy, one line per batch.
+TEST(Plot, DecodeLabDrawsTheSplitsAndWhereMeasuredTheBandwidth) {
+  for (const std::string lang : {"en", "zh"}) {
+    const std::string svg = plot_svg(lab_json("decode", lang));
+    EXPECT_NE(svg.find(lang == "zh" ? "切分数 S" : "splits S"), std::string::npos);
+    EXPECT_EQ(svg.find("TB/s"), std::string::npos) << "nothing measured on the CPU";
+    EXPECT_NE(svg.find("B × Hkv = 64 × 8"), std::string::npos);
+  }
+  const json gpu = json::parse(testing::slurp(std::string(FLASHLAB_SOURCE_DIR) +
+                                              "/docs/results/lab_decode_cuda.json"));
+  const std::string svg = plot_svg(gpu);
+  EXPECT_NE(svg.find("read ceiling 4.29 TB/s"), std::string::npos);
+  EXPECT_NE(svg.find("what splitting buys"), std::string::npos);
+  EXPECT_NE(svg.find(">262144<"), std::string::npos);  // an x tick at each cache length
+  if (!have_rsvg()) GTEST_SKIP() << "rsvg-convert not installed (Debian package librsvg2-bin)";
+  const PngSize png = render_png(svg, "decode");
+  EXPECT_GE(png.width, 800u);
+  EXPECT_GT(png.bytes, 15000u);
+}
+
 TEST(Plot, EscapesTextAndRejectsReportsItCannotDraw) {
   json doc = bench_json();
   doc["tables"][0]["rows"][0]["version"] = "a<b&c";

@@ -260,6 +260,58 @@ Chart bench_chart(const json& doc, const json& t) {
   return c;
 }
 
+// Lab decode: against the cache length, one line per batch (B x Hkv): the bandwidth reached, with
+// the read ceiling as a bound (a GPU report), the splits the rule chose, and what the splits buy.
+Chart decode_chart(const json& doc, const json& t) {
+  const bool zh = has_cjk(t.value("title", ""));
+  const Axis x{zh ? "缓存的键数（对数坐标）" : "cache, keys (log scale)", Scale::log,
+               TickStyle::number, true};
+  std::vector<std::string> batches;
+  for (const json& row : t.at("rows")) {
+    const std::string b = text(cell(t, row, "B_x_Hkv"));
+    if (std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
+  }
+  if (batches.empty()) throw std::invalid_argument("the decode table has no rows");
+  const auto series_of = [&](const std::string& key) {
+    std::vector<Series> out;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      Series s{"B × Hkv = " + batches[i], {}, static_cast<int>(i)};
+      for (const json& row : t.at("rows")) {
+        if (text(cell(t, row, "B_x_Hkv")) != batches[i]) continue;
+        const double xv = number(cell(t, row, "cache")), yv = number(cell(t, row, key));
+        if (std::isfinite(xv) && std::isfinite(yv)) s.points.push_back({xv, yv});
+      }
+      if (!s.points.empty()) out.push_back(std::move(s));
+    }
+    return out;
+  };
+  Chart c{t.value("title", "decode"), subtitle(doc), {}};
+  Panel bw{zh ? "带宽（K + V 字节 / 时间）" : "bandwidth (K + V bytes / time)", x,
+           Axis{"TB/s", Scale::linear}, series_of("tbps")};
+  if (!bw.series.empty()) {
+    double lo = INFINITY, hi = 0;
+    for (const Series& s : bw.series)
+      for (const plot::Point& p : s.points) lo = std::min(lo, p.x), hi = std::max(hi, p.x);
+    if (doc.contains("figures") && doc["figures"].contains("read_ceiling_tbps")) {
+      const double ceiling = number(doc["figures"]["read_ceiling_tbps"].value("value", json()));
+      if (std::isfinite(ceiling)) {
+        Series roof{(zh ? "读带宽上限 " : "read ceiling ") + fmt::format("{:.2f} TB/s", ceiling),
+                    {{lo, ceiling}, {hi, ceiling}},
+                    static_cast<int>(batches.size())};
+        roof.markers = false;
+        bw.series.push_back(std::move(roof));
+      }
+    }
+    c.panels.push_back(std::move(bw));
+  }
+  c.panels.push_back(
+      Panel{zh ? "切分数 S" : "splits S", x, Axis{"S", Scale::log}, series_of("splits")});
+  Panel gain{zh ? "切分带来的加速（S = 1 的时间 / S 段的时间）" : "what splitting buys (time at S = 1 / at S)",
+             x, Axis{zh ? "倍数" : "ratio", Scale::linear}, series_of("speedup")};
+  if (!gain.series.empty()) c.panels.push_back(std::move(gain));
+  return c;
+}
+
 }  // namespace
 
 std::string plot_svg(const json& doc) {
@@ -268,9 +320,11 @@ std::string plot_svg(const json& doc) {
   if (plot::is_io_report(doc)) return plot::render_svg(plot::io_chart(doc));
   if (const json* t = find_table(doc, "cost")) return plot::render_svg(cost_chart(doc, *t));
   if (const json* t = find_table(doc, "bench")) return plot::render_svg(bench_chart(doc, *t));
+  if (const json* t = find_table(doc, "decode")) return plot::render_svg(decode_chart(doc, *t));
   throw std::invalid_argument("no figure for a '" + shown(command) +
                               "' report: plot draws the cost lab (`flashlab lab cost`), the io "
-                              "lab (`flashlab lab io`) and `flashlab bench` reports");
+                              "lab (`flashlab lab io`), the decode lab (`flashlab lab decode`) "
+                              "and `flashlab bench` reports");
 }
 
 }  // namespace flashlab
