@@ -2,11 +2,14 @@
 // codes (ties to the even code), saturation, NaN, the subnormals, and the rounding error bound on
 // seeded random values. The values are checked against the format's definition written out here
 // again, bit by bit; tests/gpu/test_fp8_cuda.cpp holds the same rounding to CUDA's own converter.
+// Then the FP8 forward's host steps (kernels/common/cpu/fp8_quant.h): the Hadamard rotation keeps
+// Q K^T and spreads an outlier; block scales map each block's largest value to 448.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
+#include "common/cpu/fp8_quant.h"
 #include "core/fp8.h"
 #include "core/rng.h"
 
@@ -87,6 +90,63 @@ TEST(Fp8, RoundingErrorIsAtMostHalfASpacing) {
     last_x = x;
     last_r = r;
   }
+}
+
+}  // namespace
+}  // namespace flashlab
+
+// ---- incoherent processing and block scales (kernels/common/cpu/fp8_quant.h) -----------------
+
+namespace flashlab {
+namespace {
+
+// H D / sqrt(d) is orthogonal: a dot product of two rotated rows is the dot product of the rows
+// (Q K^T unchanged), norms are kept, and an outlier is spread over every column.
+TEST(Fp8Quant, TheRotationKeepsDotProductsAndSpreadsAnOutlier) {
+  const int64_t d = 128;
+  const std::vector<double> signs = cpu::hadamard_signs(11, d);
+  int plus = 0;
+  for (double s : signs) plus += s > 0;
+  EXPECT_GT(plus, 40);
+  EXPECT_LT(plus, 88);
+  std::vector<double> q = random_normal(3, 1, 4 * d, DType::f64);
+  std::vector<double> k = random_normal(3, 2, 4 * d, DType::f64);
+  std::vector<double> q0 = q, k0 = k;
+  cpu::rotate_rows(q, d, signs);
+  cpu::rotate_rows(k, d, signs);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double a = 0, b = 0;
+      for (int64_t c = 0; c < d; ++c) {
+        a += q0[i * d + c] * k0[j * d + c];
+        b += q[i * d + c] * k[j * d + c];
+      }
+      EXPECT_NEAR(a, b, 1e-12 * (1 + std::fabs(a))) << i << " " << j;
+    }
+  std::vector<double> spike(d, 0.0);
+  spike[37] = 100.0;
+  cpu::rotate_rows(spike, d, signs);
+  for (double v : spike) EXPECT_NEAR(std::fabs(v), 100.0 / std::sqrt(128.0), 1e-12);
+  EXPECT_THROW(cpu::fwht(spike.data(), 96), std::invalid_argument);
+}
+
+// Block scales: the block's largest magnitude lands on 448 exactly, and every element is within
+// half an e4m3 spacing (at most 2^-4 of its binade) of itself, times the scale.
+TEST(Fp8Quant, BlockScalesMapEachBlocksLargestValueTo448) {
+  const int64_t rows = 200, d = 64, block = 64;
+  std::vector<double> x = random_normal(5, 3, rows * d, DType::f64);
+  x[70 * d + 5] = 50.0;  // an outlier in the second block
+  const std::vector<double> orig = x;
+  const std::vector<double> scales = cpu::quantize_blocks(x, rows, d, block);
+  ASSERT_EQ(scales.size(), 4u);  // 64, 64, 64 and 8 rows
+  EXPECT_DOUBLE_EQ(scales[1], 50.0 / 448.0);
+  EXPECT_LT(scales[0], scales[1] / 5);  // the outlier raises only its own block's scale
+  for (int64_t i = 0; i < rows * d; ++i) {
+    const double s = scales[static_cast<size_t>(i / (block * d))], v = orig[i] / s;
+    const int e = std::max(-6, static_cast<int>(std::floor(std::log2(std::fabs(v)))));
+    EXPECT_LE(std::fabs(x[i] - orig[i]), std::ldexp(1.0, e - 4) * s * (1 + 1e-12)) << i;
+  }
+  EXPECT_EQ(x[70 * d + 5], 50.0);
 }
 
 }  // namespace
