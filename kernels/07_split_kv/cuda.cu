@@ -37,10 +37,10 @@
 // mma.sync runs on sm_80 and later.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "common/band.h"
 #include "common/dispatch.cuh"
 #include "common/shape_check.h"
 #include "core/device.h"
@@ -86,12 +86,6 @@ size_t split_workspace(const Problem& p, const LaunchOptions& launch) {
   return static_cast<size_t>(sc.splits * p.shape.kv_head_count() * sc.rows * (p.shape.d + 1) * 4);
 }
 
-// Where a side of the band is unbounded, a shift no row reaches (rows and keys are below 2^30).
-int clamp_shift(int64_t x) {
-  constexpr int64_t kFar = int64_t{1} << 30;
-  return static_cast<int>(std::clamp(x, -kFar, kFar));
-}
-
 void split_forward(const DeviceTensors& t) {
   const Problem& p = t.problem;
   const Shape& s = p.shape;
@@ -114,12 +108,9 @@ void split_forward(const DeviceTensors& t) {
   sp.splits = static_cast<int>(sc.splits);
   sp.first_block = static_cast<int>(sc.first_block);
   sp.seen_blocks = static_cast<int>(sc.seen_blocks);
-  const int64_t off = p.causal_offset(), far = int64_t{1} << 30;
-  sp.lo_shift = clamp_shift(p.window_left < 0 ? -far : off - p.window_left);
-  int64_t hi = far;
-  if (p.causal) hi = std::min(hi, off);
-  if (p.window_right >= 0) hi = std::min(hi, off + p.window_right);
-  sp.hi_shift = clamp_shift(hi);
+  const Band band = band_of(p);  // common/band.h: an unbounded side already covers every key
+  sp.lo_shift = band.offset - band.left;
+  sp.hi_shift = band.offset + band.right;
   sp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
   const int kv_heads = static_cast<int>(s.kv_head_count());
   if (sc.splits > 1) {

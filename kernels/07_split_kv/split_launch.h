@@ -28,8 +28,8 @@ struct SplitParams {
   int rows;                            // packed rows of one K/V head: group * Nq
   int page_size = 0, pages_per_seq = 0;
   int splits, first_block, seen_blocks;  // schedule.h's SplitSchedule
-  // The keys query row r sees: [max(0, r + lo_shift), min(Nk - 1, r + hi_shift)] (the problem's
-  // causal mask and window as shifts from the row; clamped to +-2^30 when a side is unbounded).
+  // The keys query row r sees: [max(0, r + lo_shift), min(Nk - 1, r + hi_shift)], the band of
+  // common/band.h (offset - left, offset + right) as shifts from the row.
   int lo_shift, hi_shift;
   float scale_log2;  // softmax scale * log2(e)
 };

@@ -62,10 +62,6 @@ void count(Point& pt, const Problem& p) {
   pt.total_bytes = pt.kv_bytes + rows * s.d * 2 * 2 + rows * 4 + pt.partial_bytes;
 }
 
-double median_ms(const cuda::PassTiming& t) {
-  return median(t.ms);
-}
-
 }  // namespace
 
 Report decode(const LabOptions& o) {
@@ -123,12 +119,12 @@ Report decode(const LabOptions& o) {
         ro.bitwise_repeats = 0;
         const uint64_t seed = 1000 + static_cast<uint64_t>(B * 7 + Nk);
         const cuda::RunResult res = cuda::run_generated(*v.cuda, p, seed, ro);
-        pt.ms = median_ms(res.fwd_time);
+        pt.ms = median(res.fwd_time.ms);
         for (double x : res.fwd.O) pt.finite = pt.finite && std::isfinite(x);
         pt.ms_unsplit = pt.ms;
         if (pt.splits > 1) {
           ro.launch.kv_splits = 1;
-          pt.ms_unsplit = median_ms(cuda::run_generated(*v.cuda, p, seed, ro).fwd_time);
+          pt.ms_unsplit = median(cuda::run_generated(*v.cuda, p, seed, ro).fwd_time.ms);
           if (counters) {
             cuda::RunOptions co = cuda::counters_only();
             const cuda::RunResult c = cuda::run_generated(*v.cuda, p, seed, co);

@@ -80,12 +80,10 @@ double program_bytes(const RunConfig& c) {
   return resident + kSlackBytes + kThreadBytes * threads_of(c);
 }
 
-}  // namespace
-
 // --check sample: the inputs, the slices' gathered inputs, and the stacked slices' reference and
 // budget as a run of their own (without versions); then the versions' outcomes, as a full run
 // keeps them.
-static double sampled_run_host_bytes(const RunConfig& c) {
+double sampled_run_host_bytes(const RunConfig& c) {
   const Shape& s = c.problem.shape;
   const std::vector<CheckSlice> slices = sample_slices(s);
   RunConfig sc;
@@ -102,6 +100,8 @@ static double sampled_run_host_bytes(const RunConfig& c) {
   }
   return std::max(peak, kept) + program_bytes(c);
 }
+
+}  // namespace
 
 double run_host_bytes(const RunConfig& c) {
   if (c.sample_check) return sampled_run_host_bytes(c);
