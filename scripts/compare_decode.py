@@ -17,6 +17,9 @@ The read ceiling is flashlab's own micro-benchmark (cuda/ceilings.h, hbm_read: a
 16-byte loads, 8 in flight per thread), taken from a `flashlab lab decode --json` report
 (--ceiling-from), which measures it in the same process as its own points.
 
+The README's table is generated from the committed JSON, never written by hand:
+  python3 scripts/compare_decode.py --table-from docs/results/compare_decode_split_kv.json
+
 Usage (on a machine with the GPU, from the repository root):
   python3 scripts/compare_decode.py --flashlab build/device-bin/flashlab --out docs/results/decode.json
   python3 scripts/compare_decode.py --points 1x32x8:32768,8x32x32:8192 --page-size 64
@@ -106,6 +109,38 @@ def read_ceiling(args):
     return fig["value"] * 1e12, f"lab decode's hbm_read ({args.ceiling_from})"
 
 
+README_BEGIN, README_END = "<!-- decode-table:begin -->", "<!-- decode-table:end -->"
+
+
+def readme_table(doc, version="split-kv"):
+    """The README's table of a comparison JSON: the contiguous cache's time beside cuDNN's."""
+    lines = ["| B × H / HKV | cache | split-kv | cuDNN | time / cuDNN | split-kv reads |",
+             "|---|---|---|---|---|---|"]
+    for p in doc["points"]:
+        r = p["flashlab"].get("contiguous", {}).get(version)
+        c = p.get("cudnn", {})
+        if not r or not c.get("median_ms"):
+            continue
+        lines.append(f"| {p['B']} × {p['H']} / {p['Hkv']} | {p['Nk']:,} | {r['median_ms']:.4f} ms | "
+                     f"{c['median_ms']:.4f} ms | {r['median_ms'] / c['median_ms']:.3f} | "
+                     f"{r['TBps']:.2f} TB/s |")
+    return "\n".join(lines) + "\n"
+
+
+def write_readme_table(json_path, readme):
+    with open(json_path) as f:
+        doc = json.load(f)
+    with open(readme) as f:
+        text = f.read()
+    if README_BEGIN not in text or README_END not in text:
+        sys.exit(f"{readme} has no {README_BEGIN} ... {README_END} markers")
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    with open(readme, "w") as f:
+        f.write(head + README_BEGIN + "\n" + readme_table(doc) + README_END + tail)
+    print(f"{readme}: the decoding table from {json_path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flashlab", default="build/cuda/flashlab")
@@ -121,7 +156,13 @@ def main():
                          "the fp64 reference, the default) or full")
     ap.add_argument("--ceiling-from", default=None,
                     help="a `flashlab lab decode --json` report whose read ceiling to use")
+    ap.add_argument("--table-from", default=None,
+                    help="run nothing: write this comparison JSON's table into --readme, between "
+                         f"{README_BEGIN} and {README_END}")
+    ap.add_argument("--readme", default="README.md")
     args = ap.parse_args()
+    if args.table_from:
+        return write_readme_table(args.table_from, args.readme)
 
     ceiling, ceiling_how = read_ceiling(args)
     torch = timer = None
