@@ -192,6 +192,9 @@ def main():
                     "ok": r["ok"], "workspace_bytes": r["workspace_bytes"],
                     "O_rel": errs.get((r["version"], "O"), {}).get("rel")}
             point["flashlab"][layout]["observations"] = doc.get("observations", [])
+            # The commit the binary's sources were at, as its own report says (a copy of the tree
+            # on the GPU machine need not have the history to say it).
+            point["flashlab"][layout]["git_commit"] = doc.get("tool", {}).get("git_commit")
         if torch is not None:
             try:
                 med, lo, hi = time_cudnn(torch, timer, B, H, Hkv, Nk)
@@ -221,10 +224,12 @@ def main():
                       f"{'%.4f' % c['median_ms'] if c.get('median_ms') else '-'} | "
                       f"{'%.3f' % ratio if ratio else '-'} |")
     out = args.out or f"docs/results/compare_decode_{datetime.date.today().isoformat()}.json"
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commits = {r.get("git_commit") for p in rows for r in p["flashlab"].values()
+               if isinstance(r, dict) and r.get("git_commit")}
     doc = {"what": "decoding: flashlab run vs PyTorch cuDNN SDPA, bf16, d = 128, Nq = 1",
            "date": datetime.datetime.now().isoformat(timespec="seconds"),
-           "commit": commit or None, "read_ceiling_Bps": ceiling, "read_ceiling_how": ceiling_how,
+           "flashlab_commit": sorted(commits)[0] if len(commits) == 1 else sorted(commits) or None,
+           "read_ceiling_Bps": ceiling, "read_ceiling_how": ceiling_how,
            "torch": getattr(torch, "__version__", None),
            "gpu": torch.cuda.get_device_name(0) if torch is not None else None,
            "repeats": args.repeats, "warmup": args.warmup, "points": rows}
