@@ -379,10 +379,10 @@ double finite_difference(const Problem& p, const Inputs& in, char which, int64_t
     if (which == 'K' || which == 'V') {
       if (index < 0 || index >= s.kv_elems())
         throw std::invalid_argument("finite_difference: index out of range");
-      const int64_t row = index / s.d, kvh = row % s.kv_heads(), slot = row / s.kv_heads();
+      const PoolRow at = pool_row(s, index / s.d);
       int64_t b = 0, j = 0;
-      if (!key_of_slot(s, in.block_table, slot / s.page_size, slot % s.page_size, b, j)) return 0.0;
-      contiguous = ((b * s.kv_heads() + kvh) * s.Nk + j) * s.d + index % s.d;
+      if (!key_of_slot(s, in.block_table, at.page, at.slot, b, j)) return 0.0;
+      contiguous = ((b * s.kv_heads() + at.kvh) * s.Nk + j) * s.d + index % s.d;
     }
     return finite_difference(contiguous_problem(p), contiguous_inputs(p, in), which, contiguous,
                              eps);

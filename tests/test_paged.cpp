@@ -1,4 +1,4 @@
-// A paged K/V cache (--page-size; core/paged.h): K and V in a pool of pages [pages, P, Hkv, d]
+// A paged K/V cache (--page-size; core/paged.h): K and V in a pool of pages [pages, Hkv, P, d]
 // and a block table [B, ceil(Nk / P)], as serving engines keep them.
 //
 //   - the block table is a seeded cycle through the pool: every page away from its place, the
@@ -94,10 +94,10 @@ TEST(Paged, InputsAreTheContiguousProblemsInShuffledPages) {
   }
 }
 
-// The pool written from the layout's definition (pages [P, Hkv, d], the block table naming the
+// The pool written from the layout's definition (pages [Hkv, P, d], the block table naming the
 // page of keys iP .. iP + P - 1), with a table chosen here: the reference reads it as the
 // contiguous cache.
-TEST(Paged, TheLayoutIsPagesOfKeysByHead) {
+TEST(Paged, TheLayoutIsPagesOfHeadsByKey) {
   const int64_t B = 2, Hkv = 2, Nk = 10, d = 3, P = 4;  // 3 pages a sequence, 6 in the pool
   const Problem p = testing::make_paged_problem(B, 4, Hkv, 2, Nk, d, P, false, DType::f64);
   const Problem c = contiguous_problem(p);
@@ -111,7 +111,7 @@ TEST(Paged, TheLayoutIsPagesOfKeysByHead) {
       for (int64_t j = 0; j < Nk; ++j)
         for (int64_t e = 0; e < d; ++e) {
           const int64_t page = in.block_table[b * 3 + j / P];
-          const int64_t at = ((page * P + j % P) * Hkv + h) * d + e;
+          const int64_t at = ((page * Hkv + h) * P + j % P) * d + e;
           in.K[at] = dense.K[((b * Hkv + h) * Nk + j) * d + e];
           in.V[at] = dense.V[((b * Hkv + h) * Nk + j) * d + e];
         }

@@ -363,7 +363,7 @@ TEST(SplitKv, ARunOnAPagedCachePassesAndLeavesTheOthersOut) {
   const NpyArray lens = parse_npy(testing::slurp(dump + "/cache_seqlens.npy"));
   EXPECT_EQ(lens.values, (std::vector<double>{300, 300}));
   const NpyArray K = parse_npy(testing::slurp(dump + "/K.npy"));
-  EXPECT_EQ(K.shape, (std::vector<int64_t>{38, 16, 2, 64}));
+  EXPECT_EQ(K.shape, (std::vector<int64_t>{38, 2, 16, 64}));  // [pages, Hkv, P, d]
   // Gathered through the table, the pool is the contiguous problem's K of the same seed.
   Problem p = testing::make_paged_problem(2, 8, 2, 1, 300, 64, 16, true, DType::bf16);
   std::vector<int32_t> t(table.values.begin(), table.values.end());

@@ -17,13 +17,17 @@
 //        each warp: S = Q K_w^T (16 x 16), online softmax over its keys, O_w += P V_w (16 x d)
 //     the warps' (m, l, O) merged through shared memory (the same rule as the combine)
 //     one split:  O, LSE straight to the outputs
-//     S splits:   the split's partial O (fp32, divided by its l) and LSE to the workspace
+//     S splits:   the split's partial O (fp32, divided by its l) and LSE to the workspace, then
+//                 one count on its rows' counter; the split that counts last merges them:
 //
-//   combine (S > 1): one warp per packed row reads its S partials in split order and writes
+//   merge (S > 1): one warp per packed row reads its S partials in split order and writes
 //     LSE = log sum_j exp(LSE_j),  O = sum_j exp(LSE_j - LSE) O_j       (deterministic)
+//   done by the last split, inside the split pass (no second launch); by a combine kernel when
+//   there are more workers' rows than counters (--splits forced on a large batch).
 //
-// A paged cache: each 16-byte copy finds its key's page through the block table (the table's
-// entries stay in L1), so a page of any size works, 16 keys or fewer than a tile.
+// A paged cache, the pool [pages, Hkv, P, d] (core/paged.h): a page holds this head's P keys as
+// one run, so a tile of pages of 64 keys or more is one run found by one block-table read; with
+// smaller pages each 16-byte copy finds its key's page (the table's entries stay in L1).
 // The pool's slots past Nk are never read (they hold NaN in the lab's inputs); rows past the
 // group's last are computed on zero-filled Q and never written.
 //
@@ -104,6 +108,7 @@ void split_forward(const DeviceTensors& t) {
   sp.Nk = static_cast<int>(s.Nk);
   sp.rows = static_cast<int>(sc.rows);
   sp.page_size = static_cast<int>(s.page_size);
+  while (s.paged() && (int64_t{1} << sp.page_shift) < s.page_size) ++sp.page_shift;
   sp.pages_per_seq = static_cast<int>(s.pages_per_seq());
   sp.splits = static_cast<int>(sc.splits);
   sp.first_block = static_cast<int>(sc.first_block);
@@ -118,13 +123,14 @@ void split_forward(const DeviceTensors& t) {
     sp.part_lse = sp.part_o + sc.splits * kv_heads * sc.rows * s.d;
   }
   const int row_blocks = static_cast<int>(sc.row_blocks);
+  sp.merge_in_place = sc.splits > 1 && sc.units <= split_fwd::kArrivalSlots;
   auto st = static_cast<cudaStream_t>(t.stream);
   dispatch_dtype_head_dim(p, [&]<class T, int kD>() {
     if (s.paged())
       split_fwd::launch_split<T, kD, true>(sp, row_blocks, kv_heads, st);
     else
       split_fwd::launch_split<T, kD, false>(sp, row_blocks, kv_heads, st);
-    if (sc.splits > 1) split_fwd::launch_combine<T, kD>(sp, kv_heads, st);
+    if (sc.splits > 1 && !sp.merge_in_place) split_fwd::launch_combine<T, kD>(sp, kv_heads, st);
   });
 }
 

@@ -23,6 +23,56 @@ constexpr int split_smem_bytes() {
   return (kBr + 2 * SplitTraits<D>::kStages * kBc) * D * 2;
 }
 
+// Arrivals of the splits of each worker's rows, for merging in place (split_launch.h): zero when
+// the module loads, set back to zero by every merge.
+static __device__ unsigned g_arrivals[kArrivalSlots];
+
+// Merges the splits' partials of packed row R of K/V head kh (gr = kh rows + R; total = every
+// head's rows) into O and LSE, in split order, so the answer does not depend on which split came
+// last: one warp, lane l holding columns [l D / 32, (l + 1) D / 32).
+//   LSE = log sum_j exp(LSE_j),  O = sum_j exp(LSE_j - LSE) O_j
+// The partials are read from L2 (ld.global.cg): merged in place, other SMs wrote them moments ago.
+template <class T, int D>
+__device__ void merge_row(const SplitParams& p, int64_t total, int64_t gr, int lane) {
+  using E = ElemTraits<T>;
+  constexpr int kPer = D / 32;  // columns per lane
+  const int kh = static_cast<int>(gr / p.rows), R = static_cast<int>(gr - int64_t{kh} * p.rows);
+  const int64_t split_stride = total;  // partials of one split: every packed row of every head
+  float most = -INFINITY;
+  for (int j = lane; j < p.splits; j += 32)
+    most = fmaxf(most, __ldcg(&p.part_lse[j * split_stride + gr]));
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, off));
+  const int b = kh / p.Hkv, kvh = kh - b * p.Hkv;
+  const int64_t head = int64_t{b} * p.H + int64_t{kvh} * p.group + R % p.group;
+  const int64_t q_row = head * p.Nq + R / p.group;
+  T* out = static_cast<T*>(p.o) + q_row * D + lane * kPer;
+  if (most == -INFINITY) {  // no split saw a key of this row
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) out[k] = E::from_float(0.f);
+    if (lane == 0) p.lse[q_row] = -INFINITY;
+    return;
+  }
+  float sum = 0.f;
+  for (int j = lane; j < p.splits; j += 32)
+    sum += expf(__ldcg(&p.part_lse[j * split_stride + gr]) - most);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const float lse = most + logf(sum);
+  float acc[kPer] = {};
+  for (int j = 0; j < p.splits; ++j) {
+    // 0 for a split that saw none of the row's keys
+    const float w = expf(__ldcg(&p.part_lse[j * split_stride + gr]) - lse);
+    const float* oj = p.part_o + (j * split_stride + gr) * D + lane * kPer;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) acc[k] += w * __ldcg(oj + k);
+  }
+#pragma unroll
+  for (int k = 0; k < kPer; k += 2)
+    *reinterpret_cast<uint32_t*>(out + k) = E::pack(acc[k], acc[k + 1]);
+  if (lane == 0) p.lse[q_row] = lse;
+}
+
 // The split pass. Block (split j and K/V head kvh, m, b): split j of the key blocks, packed rows
 // [16 m, 16 m + 16) of K/V head kvh of sequence b. The K/V heads of a sequence are the grid's
 // fastest index, so the blocks that read the same keys of every head (in a paged cache, the same
@@ -81,12 +131,14 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   const int cp_row = tid / kChunks, cp_col = (tid % kChunks) * 8;
   const T* Kg = static_cast<const T*>(p.k);
   const T* Vg = static_cast<const T*>(p.v);
-  // Where key `key` of this K/V head starts (elements), contiguous or in its page. (Reading the
-  // page ids a tile ahead, into registers, was measured slower: docs/perf.md.)
+  // Where key `key` of this K/V head starts (elements), contiguous or in its page: in the pool
+  // [pages, Hkv, P, d] a page holds this head's P keys as one run, like the contiguous layout.
+  // (Reading the page ids a tile ahead, into registers, was measured slower: docs/perf.md.)
+  const int32_t* table = kPaged ? p.block_table + int64_t{b} * p.pages_per_seq : nullptr;
   auto key_at = [&](int key) -> int64_t {
     if constexpr (kPaged) {
-      const int page = __ldg(&p.block_table[int64_t{b} * p.pages_per_seq + key / p.page_size]);
-      return ((int64_t{page} * p.page_size + key % p.page_size) * p.Hkv + kvh) * D;
+      const int page = __ldg(&table[key >> p.page_shift]);
+      return ((int64_t{page} * p.Hkv + kvh) * p.page_size + (key & (p.page_size - 1))) * D;
     } else {
       return (int64_t{kh} * p.Nk + key) * D;
     }
@@ -96,11 +148,14 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
     const int c0 = (t0 + tile) * kBc;
     const uint32_t dk = smem_addr(sK + stage * kBc * D + swizzled_offset<D>(cp_row, cp_col));
     const uint32_t dv = smem_addr(sV + stage * kBc * D + swizzled_offset<D>(cp_row, cp_col));
+    // Pages of kBc keys or more (powers of two): the whole tile is in one page, found once.
+    const bool one_page = !kPaged || p.page_size >= kBc;
+    const int64_t tile_at = one_page ? key_at(c0) : 0;
 #pragma unroll
     for (int i = 0; i < kBc / kPassRows; ++i) {
-      const int key = c0 + cp_row + i * kPassRows;
+      const int row = cp_row + i * kPassRows, key = c0 + row;
       const bool valid = key < p.Nk;  // a paged cache's slots past Nk hold no key: never read
-      const int64_t at = valid ? key_at(key) + cp_col : 0;
+      const int64_t at = !valid ? 0 : (one_page ? tile_at + row * D : key_at(key)) + cp_col;
       cp_async_16(dk + i * kPassRows * D * 2, Kg + at, valid);
       cp_async_16(dv + i * kPassRows * D * 2, Vg + at, valid);
     }
@@ -283,49 +338,32 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
       if (col == 0) p.part_lse[at] = lse;
     }
   }
+  if (direct || !p.merge_in_place) return;
+
+  // Merged in place: the split that arrives last at this worker's rows merges every split's
+  // partials (threadFence-then-count: each thread's partials are visible to the whole GPU before
+  // the count that says they are there).
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  const int unit = kh * gridDim.y + blockIdx.y;  // this worker's rows: (K/V head, row block)
+  if (tid == 0) last = atomicAdd(&g_arrivals[unit], 1u) == static_cast<unsigned>(p.splits - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // the counted splits' partials are read after the count
+  const int64_t total = int64_t{gridDim.z} * p.Hkv * p.rows;
+  for (int r = warp; r < kBr; r += kWarps)
+    if (R0 + r < p.rows) merge_row<T, D>(p, total, int64_t{kh} * p.rows + R0 + r, lane);
+  if (tid == 0) g_arrivals[unit] = 0;  // ready for the next launch
 }
 
-// The combine: warp (kh, R) merges the splits of packed row R of K/V head kh, in split order.
+// The combine (splits not merged in place): warp (kh, R) merges the splits of packed row R of
+// K/V head kh.
 template <class T, int D>
 __global__ void __launch_bounds__(128) combine_kernel(const SplitParams p, const int kv_heads) {
-  using E = ElemTraits<T>;
-  constexpr int kPer = D / 32;  // columns per lane
-  const int lane = threadIdx.x % 32;
   const int64_t gr = int64_t{blockIdx.x} * 4 + threadIdx.x / 32;  // kh rows + R
   const int64_t total = int64_t{kv_heads} * p.rows;
-  if (gr >= total) return;
-  const int kh = static_cast<int>(gr / p.rows), R = static_cast<int>(gr - int64_t{kh} * p.rows);
-  const int64_t split_stride = total;  // partials of one split: every packed row of every head
-  float most = -INFINITY;
-  for (int j = lane; j < p.splits; j += 32) most = fmaxf(most, p.part_lse[j * split_stride + gr]);
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, off));
-  const int b = kh / p.Hkv, kvh = kh - b * p.Hkv;
-  const int64_t head = int64_t{b} * p.H + int64_t{kvh} * p.group + R % p.group;
-  const int64_t q_row = head * p.Nq + R / p.group;
-  T* out = static_cast<T*>(p.o) + q_row * D + lane * kPer;
-  if (most == -INFINITY) {  // no split saw a key of this row
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) out[k] = E::from_float(0.f);
-    if (lane == 0) p.lse[q_row] = -INFINITY;
-    return;
-  }
-  float sum = 0.f;
-  for (int j = lane; j < p.splits; j += 32) sum += expf(p.part_lse[j * split_stride + gr] - most);
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  const float lse = most + logf(sum);
-  float acc[kPer] = {};
-  for (int j = 0; j < p.splits; ++j) {
-    const float w = expf(p.part_lse[j * split_stride + gr] - lse);  // 0 for a split that saw none
-    const float* oj = p.part_o + (j * split_stride + gr) * D + lane * kPer;
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) acc[k] += w * oj[k];
-  }
-#pragma unroll
-  for (int k = 0; k < kPer; k += 2)
-    *reinterpret_cast<uint32_t*>(out + k) = E::pack(acc[k], acc[k + 1]);
-  if (lane == 0) p.lse[q_row] = lse;
+  if (gr < total) merge_row<T, D>(p, total, gr, threadIdx.x % 32);
 }
 
 template <class T, int D, bool kPaged>

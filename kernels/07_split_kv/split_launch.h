@@ -13,9 +13,17 @@ namespace flashlab::cuda::FLASHLAB_FOLDER::split_fwd {
 // query heads are 1 to 16 rows) against key tiles of kBc keys, one kWarps-th of each tile per warp.
 inline constexpr int kBr = 16, kBc = 64, kWarps = 4;
 
+// Splits merged in place: the last split of a worker's rows to finish merges them (it counts the
+// arrivals on a counter of those rows), so no second kernel is launched. The counters live in the
+// kernels' own device memory, zero when the module loads and set back to zero by each merge, for
+// up to kArrivalSlots workers' rows (B Hkv row blocks); more than that (only with --splits forced
+// on a large batch: the rule splits only when fewer workers than the GPU holds) and the combine
+// kernel merges them instead. One launch at a time uses them (the runner's single stream).
+inline constexpr int kArrivalSlots = 1024;
+
 struct SplitParams {
   const void* q;  // [B, H, Nq, d]
-  const void* k;  // [B, Hkv, Nk, d], or the pool [pages, page_size, Hkv, d]
+  const void* k;  // [B, Hkv, Nk, d], or the pool [pages, Hkv, page_size, d]
   const void* v;
   void* o;      // [B, H, Nq, d]
   float* lse;   // [B, H, Nq]
@@ -26,8 +34,9 @@ struct SplitParams {
   float* part_lse = nullptr;
   int H, Hkv, group, Nq, Nk;
   int rows;                            // packed rows of one K/V head: group * Nq
-  int page_size = 0, pages_per_seq = 0;
+  int page_size = 0, page_shift = 0, pages_per_seq = 0;  // page_size = 2^page_shift
   int splits, first_block, seen_blocks;  // schedule.h's SplitSchedule
+  bool merge_in_place = false;           // splits > 1: the last split merges (kArrivalSlots)
   // The keys query row r sees: [max(0, r + lo_shift), min(Nk - 1, r + hi_shift)], the band of
   // common/band.h (offset - left, offset + right) as shifts from the row.
   int lo_shift, hi_shift;
@@ -38,7 +47,8 @@ struct SplitParams {
 template <class T, int D, bool kPaged>
 void launch_split(const SplitParams& p, int row_blocks, int kv_heads, cudaStream_t stream);
 
-// The combine pass (splits > 1): one warp per packed row merges its splits into O and LSE.
+// The combine pass (splits > 1, not merged in place): one warp per packed row merges its splits
+// into O and LSE.
 template <class T, int D>
 void launch_combine(const SplitParams& p, int kv_heads, cudaStream_t stream);
 

@@ -147,7 +147,7 @@ void register_run(CLI::App& app, Action& action) {
       ->type_name("L1,L2,...");
   a.page_size_given = sub->add_option(
       "--page-size", a.page_size,
-      "a paged K/V cache: keys per page, a power of two (K, V [pages, P, Hkv, d] in pages the "
+      "a paged K/V cache: keys per page, a power of two (K, V [pages, Hkv, P, d] in pages the "
       "seed shuffles, and a block table; default: contiguous)");
   sub->add_option("-d", a.d, "head dimension")->capture_default_str();
   add_causal_option(sub, a.causal,

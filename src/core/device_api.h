@@ -29,7 +29,7 @@ struct DeviceTensors {
   const int32_t* cu_q = nullptr;
   const int32_t* cu_k = nullptr;
   // A paged K/V cache only: the block table, [B, pages_per_seq] int32 (core/paged.h); K and V
-  // (and dK, dV) are then the pool [num_pages, page_size, Hkv, d].
+  // (and dK, dV) are then the pool [num_pages, Hkv, page_size, d].
   const int32_t* block_table = nullptr;
   const void* Q = nullptr;
   const void* K = nullptr;

@@ -2,13 +2,19 @@
 // pool of fixed-size pages, and a block table says which page of the pool holds each sequence's
 // i-th page, so a sequence grows a page at a time wherever the pool has one free.
 //
-//   pool K [num_pages, page_size, Hkv, d]      block_table [B, pages_per_seq]   (int32)
+//   pool K [num_pages, Hkv, page_size, d]      block_table [B, pages_per_seq]   (int32)
 //
-//   sequence b, key j  ->  page block_table[b][j / page_size], slot j % page_size
+//   sequence b, key j, K/V head h  ->  page block_table[b][j / page_size], head h, slot j % page_size
 //
 //        block_table[0] = [5, 2, 7]       pool:  page 0 | page 1 | page 2 | ... | page 7
 //        sequence 0's keys 0..P-1 are in page 5, keys P..2P-1 in page 2, the rest in page 7,
 //        whose slots past Nk hold no key
+//
+// A page holds each K/V head's page_size keys as one run of page_size * d values, as the
+// contiguous layout [B, Hkv, Nk, d] holds them (a page is a slice of its key axis), so a worker
+// that reads one head streams whole runs. The other order, [num_pages, page_size, Hkv, d], puts a
+// key's heads side by side and leaves one head's keys in pieces of d values, Hkv d apart: on the
+// H200 split-kv read that pool 1.15-1.99x slower than a contiguous cache (docs/perf.md).
 //
 // The generator (core/rng.h) draws K and V in the contiguous layout [B, Hkv, Nk, d], exactly the
 // numbers a contiguous problem of the same seed gets, and lays them out in pages shuffled by the
@@ -32,7 +38,17 @@ inline constexpr uint64_t kBlockTableStream = 5;
 inline int64_t paged_row(const Shape& s, const std::vector<int32_t>& table, int64_t b, int64_t kvh,
                          int64_t j) {
   const int64_t page = table[static_cast<size_t>(b * s.pages_per_seq() + j / s.page_size)];
-  return ((page * s.page_size + j % s.page_size) * s.kv_heads() + kvh) * s.d;
+  return ((page * s.kv_heads() + kvh) * s.page_size + j % s.page_size) * s.d;
+}
+
+// The other way: pool row `row` (an element's index / d) is slot `slot` of K/V head `kvh` of
+// page `page`.
+struct PoolRow {
+  int64_t page, kvh, slot;
+};
+inline PoolRow pool_row(const Shape& s, int64_t row) {
+  return {row / (s.kv_heads() * s.page_size), row / s.page_size % s.kv_heads(),
+          row % s.page_size};
 }
 
 // A block table whose pages are a random cycle of the pool (Sattolo's shuffle: no page stays in

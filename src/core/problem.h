@@ -15,10 +15,10 @@
 //
 // A paged K/V cache (decoding; the layout serving engines keep): K and V live in a pool of pages
 // of page_size keys each, and a block table maps page i of sequence b to a page of the pool:
-//   K, V (and dK, dV) [num_pages, page_size, Hkv, d]    block_table [B, pages_per_seq] (int32)
-// Key j of sequence b is row j % page_size of page block_table[b][j / page_size]; the slots of a
-// sequence's last page past its Nk keys belong to no key (paged.h). Q, O, LSE keep their dense
-// layout. A paged cache holds B sequences of Nk keys each (not a packed batch).
+//   K, V (and dK, dV) [num_pages, Hkv, page_size, d]    block_table [B, pages_per_seq] (int32)
+// Key j of K/V head h of sequence b is row j % page_size of head h of page
+// block_table[b][j / page_size]; the slots of a sequence's last page past its Nk keys belong to
+// no key (paged.h). Q, O, LSE keep their dense layout. A paged cache holds B sequences of Nk keys each (not a packed batch).
 //
 // Which keys a query row sees, all aligned bottom-right (off = Nk - Nq, as FlashAttention >= 2.1):
 //   causal          key j <= i + off

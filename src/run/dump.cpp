@@ -102,11 +102,11 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
   // cumulative offsets of the sequences (cu_seqlens_q.npy, cu_seqlens_k.npy: int32, B + 1 each).
   const std::vector<int64_t> q_shape = s.packed() ? std::vector<int64_t>{s.total_q(), s.H, s.d}
                                                   : std::vector<int64_t>{s.B, s.H, s.Nq, s.d};
-  // A paged cache: K, V (and dK, dV) as its pool [pages, page_size, Hkv, d], the block table and
+  // A paged cache: K, V (and dK, dV) as its pool [pages, Hkv, page_size, d], the block table and
   // each sequence's keys (cache_seqlens.npy, int32 [B]), as FA's paged-cache API takes them.
   const std::vector<int64_t> kv_shape =
       s.packed()  ? std::vector<int64_t>{s.total_k(), s.kv_heads(), s.d}
-      : s.paged() ? std::vector<int64_t>{s.num_pages(), s.page_size, s.kv_heads(), s.d}
+      : s.paged() ? std::vector<int64_t>{s.num_pages(), s.kv_heads(), s.page_size, s.d}
                   : std::vector<int64_t>{s.B, s.kv_heads(), s.Nk, s.d};
   const std::vector<int64_t> lse_shape =
       s.packed() ? std::vector<int64_t>{s.H, s.total_q()} : std::vector<int64_t>{s.B, s.H, s.Nq};
@@ -175,9 +175,10 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
       "values";
   if (s.paged())
     note +=
-        ". K and V are a paged cache [pages, page_size, Hkv, d]: key j of sequence b is "
-        "K[block_table[b, j // page_size], j % page_size]; in NumPy, K[block_table].reshape(B, "
-        "-1, Hkv, d)[:, :Nk].transpose(0, 2, 1, 3) is the contiguous [B, Hkv, Nk, d]. The slots "
+        ". K and V are a paged cache [pages, Hkv, page_size, d]: key j of K/V head h of sequence "
+        "b is K[block_table[b, j // page_size], h, j % page_size]; in NumPy, "
+        "K[block_table].transpose(0, 2, 1, 3, 4).reshape(B, Hkv, -1, d)[:, :, :Nk] is the "
+        "contiguous [B, Hkv, Nk, d]. The slots "
         "past a sequence's last key hold NaN (no key); dK and dV are 0 there";
   const json index = {
       {"schema", kDumpSchema}, {"config", config_json(c)}, {"note", note}, {"files", entries}};

@@ -9,7 +9,7 @@
 //                                          are [tokens, heads, d], LSE [H, tokens]
 //   DIR/block_table.npy cache_seqlens.npy  a paged cache's block table (int32 [B, pages per
 //                                          sequence]) and keys per sequence (int32 [B]); K, V,
-//                                          dK, dV are then its pool [pages, page_size, Hkv, d]
+//                                          dK, dV are then its pool [pages, Hkv, page_size, d]
 //   DIR/index.json                         file -> tensor, version, shape, descr
 //
 // DIR holds exactly these files: it is written whole into a temporary directory beside it and

@@ -4,7 +4,8 @@
 // Matrix: Nq in {1, 4, 64} x Nk in {1, 17, 4097, 65536} (not 64 x 65536) x H / Hkv in {1, 4, 8}
 // (8 query heads), each for fp16 and bf16, d = 64 and 128; the cache contiguous or paged with
 // pages of 16, 64 or 256 keys in turn, causal in turn where Nq > 1; windows; splits forced from 1
-// to 128 and chosen by the rule. Each output within gpu_check.h's budget, every run repeated bit
+// to 128 and chosen by the rule, merged in place by the last split or (more workers' rows than
+// counters) by the combine kernel. Each output within gpu_check.h's budget, every run repeated bit
 // for bit (the combine sums the splits in a fixed order), and a paged cache's answer bit for bit
 // the contiguous cache's (the same keys, in the same order). The expected outputs come from the
 // reference on the contiguous layout (core/paged.h: contiguous_problem), so the pool's layout is
@@ -92,6 +93,10 @@ std::vector<SplitCase> all_cases() {
     cases.push_back({DType::f16, 64, 1, 32, 8, 4, 9000, i % 2 ? 0 : 16, true, s});
     ++i;
   }
+  // More workers' rows (B Hkv row blocks: 2048) than the in-place merge has counters
+  // (split_launch.h, kArrivalSlots): the combine kernel merges the splits instead.
+  cases.push_back({DType::bf16, 64, 8, 64, 64, 64, 300, 0, true, 3});
+  cases.push_back({DType::f16, 128, 8, 64, 16, 64, 300, 64, false, 3});
   return cases;
 }
 
