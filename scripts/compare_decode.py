@@ -141,6 +141,25 @@ def write_readme_table(json_path, readme):
     print(f"{readme}: the decoding table from {json_path}")
 
 
+def write_doc(args, rows, ceiling, ceiling_how, torch):
+    out = args.out or f"docs/results/compare_decode_{datetime.date.today().isoformat()}.json"
+    commits = {r.get("git_commit") for p in rows for r in p["flashlab"].values()
+               if isinstance(r, dict) and r.get("git_commit")}
+    doc = {"what": "decoding: flashlab run vs PyTorch cuDNN SDPA, bf16, d = 128, Nq = 1",
+           "date": datetime.datetime.now().isoformat(timespec="seconds"),
+           "flashlab_commit": sorted(commits)[0] if len(commits) == 1 else sorted(commits) or None,
+           "read_ceiling_Bps": ceiling, "read_ceiling_how": ceiling_how,
+           "torch": getattr(torch, "__version__", None),
+           "gpu": torch.cuda.get_device_name(0) if torch is not None else None,
+           "repeats": args.repeats, "warmup": args.warmup, "points": rows}
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    tmp = out + ".part"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, out)
+    print("wrote", out, f"({len(rows)} point(s))", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flashlab", default="build/cuda/flashlab")
@@ -203,6 +222,7 @@ def main():
             except Exception as e:  # one failing point is one line, not the end of the sweep
                 point["cudnn"] = {"error": str(e)}
         rows.append(point)
+        write_doc(args, rows, ceiling, ceiling_how, torch)  # a run stopped early keeps its points
 
     # The table: flashlab / cuDNN time (< 1: flashlab is faster), bandwidth against the ceiling.
     print()
@@ -223,20 +243,7 @@ def main():
                       f"{'%.1f%%' % (100 * frac) if frac else '-'} | "
                       f"{'%.4f' % c['median_ms'] if c.get('median_ms') else '-'} | "
                       f"{'%.3f' % ratio if ratio else '-'} |")
-    out = args.out or f"docs/results/compare_decode_{datetime.date.today().isoformat()}.json"
-    commits = {r.get("git_commit") for p in rows for r in p["flashlab"].values()
-               if isinstance(r, dict) and r.get("git_commit")}
-    doc = {"what": "decoding: flashlab run vs PyTorch cuDNN SDPA, bf16, d = 128, Nq = 1",
-           "date": datetime.datetime.now().isoformat(timespec="seconds"),
-           "flashlab_commit": sorted(commits)[0] if len(commits) == 1 else sorted(commits) or None,
-           "read_ceiling_Bps": ceiling, "read_ceiling_how": ceiling_how,
-           "torch": getattr(torch, "__version__", None),
-           "gpu": torch.cuda.get_device_name(0) if torch is not None else None,
-           "repeats": args.repeats, "warmup": args.warmup, "points": rows}
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
-    print("wrote", out)
+    write_doc(args, rows, ceiling, ceiling_how, torch)
 
 
 if __name__ == "__main__":

@@ -139,8 +139,12 @@ TEST_P(CudaSplitKv, MatchesTheReferenceAndItsContiguousTwin) {
     const int64_t blocks = (c.Nk + 63) / 64;  // no window: every block is seen by some row
     EXPECT_EQ(S, std::min<int64_t>(c.splits, blocks));
   }
-  if (c.page) {  // the same keys in the same order: the contiguous cache's answer, bit for bit
+  if (c.page) {
+    // The same keys in the same order, cut into the same splits: the contiguous cache's answer,
+    // bit for bit. (The rule gives a paged cache twice the workers, schedule.h, so the contiguous
+    // run is told S.)
     o.bitwise_repeats = 0;
+    o.launch.kv_splits = static_cast<int>(S);
     const cuda::RunResult rc = cuda::run(*v.cuda, pc, ic, nullptr, o);
     EXPECT_EQ(v.cuda->kv_splits(pc, o.launch), S);
     EXPECT_TRUE(rc.fwd.O == r.fwd.O) << "paged O differs from the contiguous cache's";
