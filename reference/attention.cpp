@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "core/packed.h"
 #include "core/paged.h"
 
@@ -56,6 +57,21 @@ Gradients grads_to_pages(const Problem& p, const std::vector<int32_t>& table, Gr
   g.dK = to_pages(p.shape, g.dK, table, 0.0);
   g.dV = to_pages(p.shape, g.dV, table, 0.0);
   return g;
+}
+
+// The plain FP8 forward's P: exp(S - m) (unnormalised, at most 1) times 2^8 is what it rounds to
+// e4m3, as an FP8 kernel does (kernels/08_hopper_fp8 says why 2^8); l is summed before rounding.
+constexpr double kFp8PShift = 256.0;
+
+// x with each value rounded to e4m3 at one scale for the whole tensor (its largest magnitude on
+// 448, e4m3's largest) and scaled back: what the products of a per-tensor FP8 forward see.
+HostTensor per_tensor_e4m3(const HostTensor& x) {
+  double amax = 0;
+  for (double v : x) amax = std::max(amax, std::fabs(v));
+  const double scale = amax > 0 ? amax / kE4m3Max : 1.0;
+  HostTensor q(x.size());
+  for (size_t i = 0; i < x.size(); ++i) q[i] = round_to_e4m3(x[i] / scale) * scale;
+  return q;
 }
 
 // Rounds a value computed in Acc to the dtype a plain implementation would store it in.
@@ -153,7 +169,11 @@ Forward forward_in(const Problem& p, const Inputs& in, bool keep_P, DType store)
             srow[c] = std::exp(srow[c] * scale - m);
             l += srow[c];
           }
-          for (int64_t c = first; c <= last; ++c) srow[c] = stored(store, srow[c] / l);
+          if (store == DType::fp8)  // P unnormalised (its largest is 1) times 2^8, in e4m3
+            for (int64_t c = first; c <= last; ++c)
+              srow[c] = static_cast<Acc>(round_to_e4m3(kFp8PShift * srow[c])) / (kFp8PShift * l);
+          else
+            for (int64_t c = first; c <= last; ++c) srow[c] = stored(store, srow[c] / l);
           std::fill(srow, srow + first, Acc(0));
           std::fill(srow + last + 1, srow + Nk, Acc(0));
           lse = static_cast<double>(m + std::log(l));
@@ -278,13 +298,18 @@ Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd) {
 Forward lowp_forward(const Problem& p, const Inputs& in) {
   check(p, in, "lowp forward");
   if (p.shape.paged()) return lowp_forward(contiguous_problem(p), contiguous_inputs(p, in));
-  const auto dense = [](const Problem& q, const Inputs& x) {
-    if (q.dtype == DType::f64) return forward_in<double>(q, x, true, DType::f64);
-    return forward_in<float>(q, x, true, q.dtype);
+  // fp8: the plain FP8 forward reads e4m3 copies of Q, K and V, one scale per tensor.
+  Inputs q8;
+  if (p.dtype == DType::fp8)
+    q8 = Inputs{per_tensor_e4m3(in.Q), per_tensor_e4m3(in.K), per_tensor_e4m3(in.V), {}, {}};
+  const Inputs& x = p.dtype == DType::fp8 ? q8 : in;
+  const auto dense = [](const Problem& q, const Inputs& xs) {
+    if (q.dtype == DType::f64) return forward_in<double>(q, xs, true, DType::f64);
+    return forward_in<float>(q, xs, true, q.dtype);
   };
-  if (!p.shape.packed()) return dense(p, in);
+  if (!p.shape.packed()) return dense(p, x);
   Forward f;
-  forward_by_sequence(p, in, f, [&](const Problem& one, const Inputs& in1, Forward& out) {
+  forward_by_sequence(p, x, f, [&](const Problem& one, const Inputs& in1, Forward& out) {
     out = dense(one, in1);
   });
   return f;

@@ -19,6 +19,9 @@ Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd);
 // What a plain implementation in the storage dtype gets: matmuls accumulate in fp32, and every
 // matrix a kernel stores in the dtype (P and dS before their products; O, dQ, dK, dV) is rounded
 // to it. fp32: everything in float. fp64: same as forward/backward above. Used for error budgets.
+// fp8 (forward only): the plain FP8 forward -- Q, K, V rounded to e4m3 with one scale per tensor
+// (its largest magnitude on 448), S in fp32, a softmax in fp32, P = exp(S - m) times 2^8 rounded
+// to e4m3 and divided by 2^8 l, P V in fp32, O rounded to bf16 (FA3's "baseline FP8").
 Forward lowp_forward(const Problem& p, const Inputs& in);
 Gradients lowp_backward(const Problem& p, const Inputs& in, const Forward& lowp_fwd);
 

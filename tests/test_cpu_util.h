@@ -124,6 +124,7 @@ inline void check_twins(const Problem& p, const Inputs& in, const CpuOptions& op
   cpu_forward(*find_version("tiled"), p, in, opt, tiled, ignored);
   for (const VersionInfo& v : versions()) {
     if ((p.axes() & ~v.axes) != 0 || v.exercise) continue;  // refused by the runner
+    if (v.fp8 != (p.dtype == DType::fp8)) continue;         // so are these (run/validate.h)
     SCOPED_TRACE(v.id);
     Forward own;
     if (v.cpu_forward) {

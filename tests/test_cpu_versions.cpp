@@ -109,6 +109,7 @@ void check_case(const Case& c, bool causal, DType t, const VersionEntry* only = 
   }
   for (const VersionInfo& v : versions()) {
     if (v.exercise) continue;  // the starters: tests/test_exercises.cpp
+    if (v.fp8) continue;       // e4m3, --dtype fp8 only: tests/test_hopper_fp8.cpp
     if (v.cpu_forward == nullptr) continue;
     SCOPED_TRACE(v.id);
     Forward f;

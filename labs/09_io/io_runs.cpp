@@ -60,14 +60,15 @@ std::vector<Kernel> kernels_of(const cuda::PassCounters& pc, const PassModel& m)
   return out;
 }
 
-// The ladder's versions (not the exercises, which a student is still writing) in an order that
-// runs the tiled forward before any backward-only version.
+// The ladder's versions (not the exercises, which a student is still writing; not the FP8 rung,
+// whose bf16 inputs and e4m3 copies lab fp8 measures) in an order that runs the tiled forward
+// before any backward-only version.
 std::vector<const VersionInfo*> run_order() {
   std::vector<const VersionInfo*> order;
   for (const VersionInfo& v : versions())
-    if (!v.exercise && v.pass != Pass::bwd) order.push_back(&v);
+    if (!v.exercise && !v.fp8 && v.pass != Pass::bwd) order.push_back(&v);
   for (const VersionInfo& v : versions())
-    if (!v.exercise && v.pass == Pass::bwd) order.push_back(&v);
+    if (!v.exercise && !v.fp8 && v.pass == Pass::bwd) order.push_back(&v);
   return order;
 }
 

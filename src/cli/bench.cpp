@@ -78,6 +78,8 @@ BenchConfig make_config(const BenchArgs& a) {
   b.backend = resolve_backend(a.backend);
   b.versions = parse_versions(a.versions);
   if (a.versions == "all" && b.backend == Backend::cuda) b.versions = runnable_on_cuda(b.versions);
+  // The FP8 versions take --dtype fp8 only, which bench does not sweep.
+  if (a.versions == "all") std::erase_if(b.versions, [](const VersionInfo* v) { return v->fp8; });
   b.time_fwd = b.time_bwd = false;
   for (const std::string& s : a.passes) {
     if (s == "fwd")
@@ -106,6 +108,9 @@ BenchConfig make_config(const BenchArgs& a) {
     DType t;
     if (!parse_dtype(s, t))
       throw UsageError("unknown --dtype '" + s + "' (known: fp64, fp32, fp16, bf16)");
+    if (t == DType::fp8)
+      throw UsageError("bench sweeps fp64, fp32, fp16 and bf16: the FP8 forward is measured by "
+                       "`run --dtype fp8` and `lab fp8`");
     b.dtypes.push_back(t);
   }
   b.dtypes = once_each(b.dtypes);

@@ -23,6 +23,7 @@ struct RunArgs {
   std::string window, seqlens, seqlens_k;
   double scale = 0;
   uint64_t seed = 0;
+  std::string inputs = "normal";
   int br = 64, bc = 64, threads = 0, splits = 0;
   int repeats = 3, warmup = 1, bitwise_repeats = 2;
   std::string dump;
@@ -46,7 +47,7 @@ RunConfig make_config(const RunArgs& a) {
   if (a.dtype == "auto")
     p.dtype = c.backend == Backend::cuda ? DType::f16 : DType::f32;
   else if (!parse_dtype(a.dtype, p.dtype))
-    throw UsageError("unknown --dtype '" + a.dtype + "' (known: fp64, fp32, fp16, bf16)");
+    throw UsageError("unknown --dtype '" + a.dtype + "' (known: fp64, fp32, fp16, bf16, fp8)");
   p.shape.B = a.B;
   p.shape.H = a.H;
   if (a.Hkv_given->count() && a.Hkv < 1)
@@ -83,6 +84,8 @@ RunConfig make_config(const RunArgs& a) {
     throw UsageError(fmt::format("--scale must be a positive number up to 1e4 (got {})", a.scale));
   p.scale = a.scale;
   c.seed = a.seed;
+  if (!parse_input_kind(a.inputs, c.inputs))
+    throw UsageError("unknown --inputs '" + a.inputs + "' (known: normal, outliers)");
   c.cpu.Br = a.br;
   c.cpu.Bc = a.bc;
   c.cpu.threads = a.threads;
@@ -103,6 +106,11 @@ RunConfig make_config(const RunArgs& a) {
   // so; a version asked for by name is an error instead (validate_run).
   if (a.versions == "all" && c.backend == Backend::cuda)
     c.versions = runnable_on_cuda(c.versions, &c.notes);
+  // "all" with fp8 is the FP8 versions; without it, every version but those.
+  if (a.versions == "all") {
+    c.versions = taking_dtype(c.versions, p.dtype, &c.notes);
+    if (c.versions.empty()) throw UsageError("no version of this build computes in e4m3 (--dtype fp8)");
+  }
   if (a.versions == "all") {
     // The axis no version takes, when one is to blame; else the first of the problem's.
     unsigned untaken = p.axes();
@@ -126,7 +134,9 @@ void register_run(CLI::App& app, Action& action) {
   sub->add_option("--versions", a.versions, version_ids_help())->capture_default_str();
   sub->add_option("--backend", a.backend, "cpu, cuda, or auto (cuda when a device is present)")
       ->capture_default_str();
-  sub->add_option("--dtype", a.dtype, "fp64, fp32, fp16 or bf16 (auto: fp32 on cpu, fp16 on cuda)")
+  sub->add_option("--dtype", a.dtype,
+                  "fp64, fp32, fp16, bf16, or fp8 (bf16 inputs and O, e4m3 products: the FP8 "
+                  "versions only) (auto: fp32 on cpu, fp16 on cuda)")
       ->capture_default_str();
   a.B_given = sub->add_option("-B", a.B, "batch size")->capture_default_str();
   sub->add_option("-H", a.H, "heads")->capture_default_str();
@@ -159,6 +169,11 @@ void register_run(CLI::App& app, Action& action) {
       ->type_name("L,R");
   a.scale_given = sub->add_option("--scale", a.scale, "softmax scale (default 1/sqrt(d))");
   sub->add_option("--seed", a.seed, "seed of the inputs")->capture_default_str();
+  sub->add_option("--inputs", a.inputs,
+                  "normal: N(0,1) entries; outliers: Q, K, V also get an N(0,100) term on 0.1 % "
+                  "of their entries (FA3's test of FP8)")
+      ->type_name("normal|outliers")
+      ->capture_default_str();
   sub->add_option("--br", a.br, "CPU twins: tile rows (Br)")->capture_default_str();
   sub->add_option("--bc", a.bc, "CPU twins: tile columns (Bc)")->capture_default_str();
   sub->add_option("--threads", a.threads, "CPU twins: threads (0: all)")->capture_default_str();
@@ -193,6 +208,8 @@ void register_run(CLI::App& app, Action& action) {
                --Nk 1000000 -d 128 --check sample   # checked on 3 of the 8 (batch, K/V head)
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json
   flashlab run -N 256 -d 32 --dump out/   # then in Python: np.load("out/naive.dQ.npy")
+  flashlab run --dtype fp8 -N 1024 -d 128 --causal   # the FP8 forwards against fp64
+  flashlab run --dtype fp8 -N 1024 -d 128 --inputs outliers   # with FA3's outliers
 
 Each version's outputs (O, LSE, dQ, dK, dV) are compared with the fp64 reference on the same
 (rounded) inputs and judged against the error budget; a version over budget makes the exit

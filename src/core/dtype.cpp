@@ -61,7 +61,9 @@ double round_to(DType t, double x) {
     case DType::f64: return x;
     case DType::f32: return static_cast<double>(static_cast<float>(x));
     case DType::f16: return half_bits_to_float(float_to_half_bits(static_cast<float>(x)));
-    case DType::bf16: return bf16_bits_to_float(float_to_bf16_bits(static_cast<float>(x)));
+    case DType::bf16:
+    case DType::fp8:  // stored in bf16; the e4m3 rounding is the version's own
+      return bf16_bits_to_float(float_to_bf16_bits(static_cast<float>(x)));
   }
   return x;
 }
@@ -77,6 +79,7 @@ std::string to_string(DType t) {
     case DType::f32: return "fp32";
     case DType::f16: return "fp16";
     case DType::bf16: return "bf16";
+    case DType::fp8: return "fp8";
   }
   return "?";
 }
@@ -86,6 +89,7 @@ bool parse_dtype(const std::string& s, DType& out) {
   else if (s == "fp32" || s == "f32" || s == "float32") out = DType::f32;
   else if (s == "fp16" || s == "f16" || s == "float16" || s == "half") out = DType::f16;
   else if (s == "bf16" || s == "bfloat16") out = DType::bf16;
+  else if (s == "fp8" || s == "e4m3") out = DType::fp8;
   else return false;
   return true;
 }
@@ -95,7 +99,8 @@ int dtype_bytes(DType t) {
     case DType::f64: return 8;
     case DType::f32: return 4;
     case DType::f16:
-    case DType::bf16: return 2;
+    case DType::bf16:
+    case DType::fp8: return 2;  // inputs and O in bf16 (the e4m3 copies are the version's workspace)
   }
   return 0;
 }
@@ -106,6 +111,7 @@ double unit_roundoff(DType t) {
     case DType::f32: return std::ldexp(1.0, -24);
     case DType::f16: return std::ldexp(1.0, -11);
     case DType::bf16: return std::ldexp(1.0, -8);
+    case DType::fp8: return std::ldexp(1.0, -4);
   }
   return 0.0;
 }

@@ -34,7 +34,10 @@
 
 namespace flashlab {
 
-enum class DType { f64, f32, f16, bf16 };
+// fp8: the FP8 forward's problem. Its inputs are stored in bf16 (rounded once, like the others) and
+// so is O; the version quantizes Q, K, V and P to e4m3 itself, with scales of its own (core/fp8.h,
+// kernels/common/cpu/fp8_quant.h). Only versions that say so (VersionEntry::fp8) take it.
+enum class DType { f64, f32, f16, bf16, fp8 };
 
 struct Shape {
   int64_t B = 1, H = 1, Nq = 1, Nk = 1, d = 64;
@@ -197,7 +200,8 @@ inline constexpr int kMaxKvSplits = 128;
 std::string to_string(DType t);
 bool parse_dtype(const std::string& s, DType& out);
 int dtype_bytes(DType t);
-// Unit roundoff of the storage dtype (2^-53, 2^-24, 2^-11, 2^-8).
+// Unit roundoff of the storage dtype (2^-53, 2^-24, 2^-11, 2^-8; fp8: e4m3's 2^-4, the rounding
+// its products see, not the bf16 its inputs and O are stored in).
 double unit_roundoff(DType t);
 
 }  // namespace flashlab

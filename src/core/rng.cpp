@@ -1,5 +1,6 @@
 #include "core/rng.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -86,13 +87,51 @@ HostTensor random_normal(uint64_t seed, uint64_t stream, int64_t n, DType dtype)
   return x;
 }
 
-Inputs make_inputs(const Problem& p, uint64_t seed) {
+namespace {
+
+// The outliers' streams sit past every tensor's own (1..5).
+constexpr uint64_t kOutlierStreams = 16;
+
+}  // namespace
+
+std::string to_string(InputKind k) {
+  return k == InputKind::outliers ? "outliers" : "normal";
+}
+
+bool parse_input_kind(const std::string& s, InputKind& out) {
+  if (s == "normal") out = InputKind::normal;
+  else if (s == "outliers") out = InputKind::outliers;
+  else return false;
+  return true;
+}
+
+// Element i of pair k is an outlier when a uniform draw of pair k's own substream falls below
+// kOutlierShare; its extra term is the next normal of that substream.
+HostTensor random_with_outliers(uint64_t seed, uint64_t stream, int64_t n, DType dtype) {
+  HostTensor x = random_normal(seed, stream, n, DType::f64);
+  const int64_t pairs = (n + 1) / 2;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t k = 0; k < pairs; ++k) {
+    Rng rng(seed, stream + kOutlierStreams, static_cast<uint64_t>(k) + 1);
+    for (int64_t i = 2 * k; i < std::min(2 * k + 2, n); ++i) {
+      if (rng.uniform() < kOutlierShare) x[i] += kOutlierStd * rng.normal();
+      x[i] = round_to(dtype, x[i]);
+    }
+  }
+  return x;
+}
+
+Inputs make_inputs(const Problem& p, uint64_t seed, InputKind kind) {
+  const auto qkv = [&](uint64_t stream, int64_t n) {
+    return kind == InputKind::outliers ? random_with_outliers(seed, stream, n, p.dtype)
+                                       : random_normal(seed, stream, n, p.dtype);
+  };
   Inputs in;
-  in.Q = random_normal(seed, 1, p.shape.q_elems(), p.dtype);
+  in.Q = qkv(1, p.shape.q_elems());
   in.dO = random_normal(seed, 4, p.shape.q_elems(), p.dtype);
   if (!p.shape.paged()) {
-    in.K = random_normal(seed, 2, p.shape.kv_elems(), p.dtype);
-    in.V = random_normal(seed, 3, p.shape.kv_elems(), p.dtype);
+    in.K = qkv(2, p.shape.kv_elems());
+    in.V = qkv(3, p.shape.kv_elems());
     return in;
   }
   // A paged cache: the contiguous problem's K and V, laid out in shuffled pages (core/paged.h).
@@ -100,8 +139,8 @@ Inputs make_inputs(const Problem& p, uint64_t seed) {
   const int64_t n = s.B * s.kv_heads() * s.Nk * s.d;
   const double unused = std::numeric_limits<double>::quiet_NaN();
   in.block_table = shuffled_block_table(s, seed);
-  in.K = to_pages(s, random_normal(seed, 2, n, p.dtype), in.block_table, unused);
-  in.V = to_pages(s, random_normal(seed, 3, n, p.dtype), in.block_table, unused);
+  in.K = to_pages(s, qkv(2, n), in.block_table, unused);
+  in.V = to_pages(s, qkv(3, n), in.block_table, unused);
   return in;
 }
 

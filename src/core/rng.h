@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/problem.h"
 
@@ -25,12 +26,27 @@ class Rng {
   bool has_spare_ = false;
 };
 
+// What the inputs look like. normal: every entry of Q, K, V, dO a standard normal. outliers (the
+// FA3 paper's test of FP8 attention): Q, K and V as normal, plus, on 0.1 % of their entries, an
+// independent N(0, 100) term (standard deviation 10) -- the few large activations that set an
+// FP8 scale and leave every other value of its block with little of e4m3's precision. dO stays
+// normal. Which entries, and their extra terms, come from a stream of their own, so the normal
+// part is the same numbers as `normal`'s.
+enum class InputKind { normal, outliers };
+inline constexpr double kOutlierShare = 1e-3;
+inline constexpr double kOutlierStd = 10.0;
+std::string to_string(InputKind k);
+bool parse_input_kind(const std::string& s, InputKind& out);
+
 // Standard-normal tensor of n elements from stream `stream` of `seed`, rounded to dtype. The same
 // (seed, stream, n) gives the same values on every machine, compiler and thread count.
 HostTensor random_normal(uint64_t seed, uint64_t stream, int64_t n, DType dtype);
+// The same tensor with the outliers of InputKind::outliers added before the rounding (their
+// entries and values from stream `stream` + kOutlierStreams, pair by pair like the normals).
+HostTensor random_with_outliers(uint64_t seed, uint64_t stream, int64_t n, DType dtype);
 
 // Q, K, V, dO for the problem (streams 1..4), rounded to its dtype. A paged cache: K and V are
 // the contiguous problem's, laid out in pages, with a block table drawn from stream 5 (paged.h).
-Inputs make_inputs(const Problem& p, uint64_t seed);
+Inputs make_inputs(const Problem& p, uint64_t seed, InputKind kind = InputKind::normal);
 
 }  // namespace flashlab

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/problem.h"
@@ -82,6 +83,14 @@ struct VersionEntry {
   // schedule makes for a problem at the options `o` (o.splits forces them, within its limits).
   // Only such versions take --splits. Null for the others.
   int64_t (*kv_splits)(const Problem& p, const CpuOptions& o) = nullptr;
+  // Whether it quantizes Q, K, V (and P) to e4m3 itself and multiplies them on FP8 tensor cores:
+  // such a version takes --dtype fp8 and nothing else, and fp8 is for such versions only (the
+  // runner refuses every other pairing with one line).
+  bool fp8 = false;
+  // A problem its CPU twin cannot take, in one sentence ("" when it can): asked before anything
+  // is allocated (the CUDA side has its own, cuda::Version::check). Null: it takes every problem
+  // its axes and dtypes allow.
+  std::string (*cpu_check)(const Problem& p) = nullptr;
 };
 
 // One source file of a version folder and the SHA-256 of its bytes when this binary was built.

@@ -305,6 +305,12 @@ RunConfig parse_run_config(const json& c, std::string& backend) {
       throw UsageError("the report's config.scale must be a finite number >= 0");
   }
   rc.seed = static_cast<uint64_t>(int_field(c, "seed", at, 0, std::numeric_limits<int64_t>::max()));
+  if (c.contains("inputs")) {  // reports before --inputs existed drew normal inputs
+    const std::string kind = string_field(c, "inputs", at, 16);
+    if (!parse_input_kind(kind, rc.inputs))
+      throw UsageError("the report's config.inputs " + brief(json(kind)) +
+                       " is unknown (known: normal, outliers)");
+  }
   rc.repeats = 1;
   rc.warmup = 0;
   rc.cpu.Br = static_cast<int>(int_field_or(c, "br", at, 1, kMaxTile, rc.cpu.Br));

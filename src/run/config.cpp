@@ -45,6 +45,7 @@ json config_json(const RunConfig& c) {
             {"window", {p.window_left, p.window_right}},
             {"scale", p.softmax_scale()},
             {"seed", c.seed},
+            {"inputs", to_string(c.inputs)},
             {"repeats", c.repeats},
             {"warmup", c.warmup},
             {"bitwise_repeats", c.bitwise_repeats}};

@@ -7,6 +7,7 @@
 
 #include "core/device_api.h"
 #include "core/problem.h"
+#include "core/rng.h"
 #include "report/report.h"
 #include "run/registry.h"
 
@@ -21,6 +22,7 @@ struct RunConfig {
   std::vector<const VersionInfo*> versions;  // registry order, no duplicates
   Backend backend = Backend::cpu;
   uint64_t seed = 0;
+  InputKind inputs = InputKind::normal;  // --inputs: normal, or with FA3's outliers (core/rng.h)
   CpuOptions cpu;  // tile sizes and threads of the CPU twins
   int repeats = 3;
   int warmup = 1;

@@ -260,7 +260,7 @@ RunOutcome prepare(const RunConfig& c, Progress& progress) {
   const Problem& p = c.problem;
   progress.step("run: inputs and fp64 reference");
   auto t0 = std::chrono::steady_clock::now();
-  r.inputs = make_inputs(p, c.seed);
+  r.inputs = make_inputs(p, c.seed, c.inputs);
   r.problem = p;
   // --check sample: the reference of a few slices, stacked as one problem of their own.
   Inputs sliced;
@@ -329,8 +329,10 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
       (p.shape.grouped() ? fmt::format(" over {} K/V heads", p.shape.kv_heads()) : "") +
       (p.windowed() ? fmt::format(", window ({}, {})", p.window_left, p.window_right) : "") +
       (p.shape.paged() ? fmt::format(", K/V in pages of {}", p.shape.page_size) : "");
-  const std::string shape = fmt::format("{}, {}{}{}, {}, seed {}", to_string(p.dtype), lengths,
-                                        dims, extra, p.causal ? "causal" : "non-causal", c.seed);
+  const std::string shape =
+      fmt::format("{}, {}{}{}, {}, seed {}{}", to_string(p.dtype), lengths, dims, extra,
+                  p.causal ? "causal" : "non-causal", c.seed,
+                  c.inputs == InputKind::outliers ? ", inputs with outliers" : "");
   Table errors{"errors",
                "Error vs the fp64 reference (" + shape + ")" +
                    (r.slices.empty() ? std::string()

@@ -152,6 +152,57 @@ std::vector<const VersionInfo*> taking_axes(const std::vector<const VersionInfo*
   return out;
 }
 
+namespace {
+
+// "hopper-fp8, hopper-fp8-block and hopper-fp8-tensor": the registry's FP8 versions.
+std::string fp8_ids() {
+  std::vector<std::string> ids;
+  for (const VersionInfo& v : versions())
+    if (v.fp8 && !v.exercise) ids.push_back(v.id);
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == ids.size() ? " and " : ", ") + ids[i];
+  return s.empty() ? "none in this build" : s;
+}
+
+}  // namespace
+
+std::string dtype_refusal(const VersionInfo& v, DType t) {
+  if (v.fp8 && t != DType::fp8)
+    return fmt::format(
+        "version '{}' quantizes its bf16 inputs to e4m3 itself and takes --dtype fp8 only (got {})",
+        v.id, to_string(t));
+  if (!v.fp8 && t == DType::fp8)
+    return v.pass == Pass::bwd
+               ? fmt::format("version '{}' is a backward, and --dtype fp8 is a forward in e4m3 "
+                             "(an FP8 rung's backward stays in bf16): the FP8 versions are {}",
+                             v.id, fp8_ids())
+               : fmt::format("version '{}' does not compute in e4m3: --dtype fp8 is for the FP8 "
+                             "versions, {}",
+                             v.id, fp8_ids());
+  return {};
+}
+
+std::vector<const VersionInfo*> taking_dtype(const std::vector<const VersionInfo*>& list, DType t,
+                                             std::vector<std::string>* left_out) {
+  std::vector<const VersionInfo*> out;
+  std::string dropped;
+  for (const VersionInfo* v : list)
+    if (dtype_refusal(*v, t).empty())
+      out.push_back(v);
+    else
+      dropped += (dropped.empty() ? "" : ", ") + std::string(v->id);
+  if (left_out && !dropped.empty())
+    left_out->push_back(
+        t == DType::fp8
+            ? fmt::format("--dtype fp8: only the FP8 versions run; {} left out (they do not "
+                          "compute in e4m3).",
+                          dropped)
+            : fmt::format("{} left out of --versions all: the FP8 versions take --dtype fp8 only.",
+                          dropped));
+  return out;
+}
+
 Backend resolve_backend(const std::string& name) {
   const cuda::DeviceInfo& d = cuda::device_info();
   if (name == "cpu") return Backend::cpu;
@@ -194,6 +245,10 @@ void validate_run(const RunConfig& c) {
   check_range("--warmup", c.warmup, 0, kMaxRepeats);
   check_range("--bitwise-repeats", c.bitwise_repeats, 0, kMaxRepeats);
   if (c.versions.empty()) throw UsageError("no version selected");
+  for (const VersionInfo* v : c.versions) {
+    const std::string why = dtype_refusal(*v, p.dtype);
+    if (!why.empty()) throw UsageError(why);
+  }
   check_splits(c.cpu.splits, c.versions);
   if (c.sample_check) {
     if (s.packed())
@@ -226,6 +281,11 @@ void validate_run(const RunConfig& c) {
     }
   }
   if (c.backend == Backend::cpu) {
+    for (const VersionInfo* v : c.versions)
+      if (v->cpu_check) {
+        const std::string why = v->cpu_check(p);
+        if (!why.empty()) throw UsageError(fmt::format("version '{}': {}", v->id, why));
+      }
     check_range("--br (CPU tile rows)", c.cpu.Br, 1, kMaxTile);
     check_range("--bc (CPU tile columns)", c.cpu.Bc, 1, kMaxTile);
     check_range("--threads", c.cpu.threads, 0, kMaxThreads);

@@ -46,6 +46,16 @@ std::vector<const VersionInfo*> taking_axes(const std::vector<const VersionInfo*
                                             const Problem& p, Backend backend,
                                             std::vector<std::string>* left_out = nullptr);
 
+// Why version `v` does not take dtype `t`, in one sentence ("" when it does): an FP8 version
+// (VersionEntry::fp8) takes fp8 only, and fp8 is for FP8 versions only -- never a backward, whose
+// FP8 rung stays in bf16.
+std::string dtype_refusal(const VersionInfo& v, DType t);
+
+// The entries of `list` that take dtype `t`: what "all" means for it. The ones left out add one
+// sentence to `left_out` when given.
+std::vector<const VersionInfo*> taking_dtype(const std::vector<const VersionInfo*>& list, DType t,
+                                             std::vector<std::string>* left_out = nullptr);
+
 // "cpu", "cuda" or "auto" (cuda when a device is present). "cuda" without a device: UsageError
 // with the reason the device is absent.
 Backend resolve_backend(const std::string& name);

@@ -51,6 +51,7 @@ std::string npy_descr(DType t) {
       return "<f2";
     case DType::f32:
     case DType::bf16:
+    case DType::fp8:  // its bf16 values, which NumPy has no type for
       return "<f4";
   }
   return "<f8";
