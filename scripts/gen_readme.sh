@@ -33,6 +33,7 @@ tour() {
 tour list --table backends
 tour run -B 1 -H 2 -N 512 -d 64
 tour run --versions tiled,deterministic-dq --Nq 100 --Nk 333 -d 16 --dtype bf16 --causal --table errors
+tour run --dtype fp8 -N 1024 -d 128 --inputs outliers --table errors
 tour gradcheck
 tour lab memory --table kept
 tour bench --backend cpu --causal no

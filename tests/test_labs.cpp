@@ -380,3 +380,36 @@ TEST(Labs, BwdRatioMeasuresAndCountsTheFlopRatio) {
 }
 
 }  // namespace flashlab
+
+namespace flashlab {
+
+// lab fp8: the four rows on normal and outlier inputs, bf16 far below every fp8 row, incoherent
+// processing lowering the block-scaled error on outliers (its factor a figure of the report and
+// said in the observations), and the speed half saying it needs the CUDA kernel.
+TEST(Labs, Fp8TableIsFa3sErrorTable) {
+  const Report r = run_lab("fp8");
+  EXPECT_TRUE(r.ok);
+  const Table& t = table(r, "errors");
+  ASSERT_EQ(t.rows.size(), 4u);
+  EXPECT_EQ(t.rows[0][1], "hopper");
+  EXPECT_EQ(t.rows[3][1], "hopper-fp8");
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_GT(num(t, i, "rel_normal"), 10 * num(t, 0, "rel_normal"));
+    EXPECT_GT(num(t, i, "rmse_outliers"), num(t, i, "rmse_normal"));  // outliers make O larger
+  }
+  const double factor = r.figures.at("incoherent_factor_outliers")["value"].get<double>();
+  EXPECT_NEAR(factor, num(t, 2, "rel_outliers") / num(t, 3, "rel_outliers"), 1e-12);
+  EXPECT_GT(factor, 1.4);
+  bool said = false;
+  for (const std::string& o : r.observations)
+    said = said || o.find(fmt::format("{:.2f}x", factor)) != std::string::npos;
+  EXPECT_TRUE(said) << "the factor is said in the observations";
+  const Table& speed = table(r, "speed");
+  ASSERT_EQ(speed.rows.size(), 4u);
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_TRUE(speed.rows[i][2].is_null());
+    EXPECT_NE(speed.rows[i][4].get<std::string>().find("needs the CUDA kernel"), std::string::npos);
+  }
+}
+
+}  // namespace flashlab
