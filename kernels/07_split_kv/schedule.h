@@ -20,9 +20,9 @@
 //
 // The split rule. Without splits there are U = B * Hkv * ceil(group * Nq / Br) workers, and the
 // GPU holds W = SMs workers at once for a contiguous cache, 2 SMs for a paged one (its keys come
-// in rows of d values scattered over the pages, and a worker of each pair keeps the memory busy
-// while the other's rows arrive: on the H200, 16 splits of a 65,536-key cache of pages of 64
-// took 0.134 ms, 32 splits 0.083 ms; a contiguous cache, 0.072 and 0.076). When U is at least W
+// in runs of one page, each found through the block table, and a worker of each pair keeps the
+// memory busy while the other waits: on the H200, 16 splits of a 65,536-key cache of pages of 64
+// took 0.083 ms, 32 splits 0.073 ms; a contiguous cache, 0.070 and 0.072). When U is at least W
 // the GPU is full already: S = 1, and the single split writes O and LSE itself (no workspace, no
 // combine). Otherwise S is one of the counts that keep every worker resident (U S <= W; more
 // would only trim a last wave's tail), at most T (no split without a block) and kMaxKvSplits

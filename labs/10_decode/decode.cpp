@@ -5,12 +5,11 @@
 // Counted (any machine): split-kv's schedule at its kernel's tile (16 packed rows, 64 keys) on the
 // GPU's SMs (132 where no GPU answers): the workers a (K/V head, row block) grid gives without
 // splitting, the splits the rule chooses, the bytes the cache holds and the bytes the splits'
-// partials add (written by the split pass, read by the combine).
+// partials add (written by each split, read by the merge: the last split to finish merges them).
 // Measured (a GPU): split-kv timed on inputs drawn on the device (cuda::run_generated: the biggest
 // point's K and V are 64 GiB, beyond any host's fp64 copy), with the rule's splits and with none;
 // bandwidth = the cache's bytes over the median time, against the read ceiling the machine's own
-// micro-benchmark measures (cuda/ceilings.h, hbm_read); the combine's share of the time from the
-// profiler's per-kernel durations where the counters can be read. Correctness is the tests' and
+// micro-benchmark measures (cuda/ceilings.h, hbm_read). Correctness is the tests' and
 // `flashlab run`'s: here every O must only be finite.
 #include <fmt/format.h>
 
@@ -19,7 +18,6 @@
 
 #include "core/device_api.h"
 #include "cuda/ceilings.h"
-#include "cuda/counters.h"
 #include "cuda/runner.h"
 #include "labs/common/lab_util.h"
 #include "labs/lab.h"
@@ -48,12 +46,12 @@ struct Point {
   double kv_bytes = 0, partial_bytes = 0, total_bytes = 0;
   // Measured.
   bool measured = false;
-  double ms = 0, ms_unsplit = 0, combine_share = -1;  // -1: not measured
+  double ms = 0, ms_unsplit = 0;
   bool finite = true;
 };
 
 // Bytes a point moves: K and V once, Q read and O written, and with S > 1 the partials (fp32 O
-// and LSE of every query row) written by the split pass and read by the combine.
+// and LSE of every query row) written by the splits and read by the merge.
 void count(Point& pt, const Problem& p) {
   const Shape& s = p.shape;
   pt.kv_bytes = 2.0 * s.B * s.kv_heads() * s.Nk * s.d * 2;
@@ -99,7 +97,6 @@ Report decode(const LabOptions& o) {
       ceiling_how = e.what();
     }
   }
-  const bool counters = measure && cuda::counter_status().available;
 
   std::vector<Point> points;
   for (int64_t B : kBatches)
@@ -125,20 +122,6 @@ Report decode(const LabOptions& o) {
         if (pt.splits > 1) {
           ro.launch.kv_splits = 1;
           pt.ms_unsplit = median(cuda::run_generated(*v.cuda, p, seed, ro).fwd_time.ms);
-          if (counters) {
-            cuda::RunOptions co = cuda::counters_only();
-            const cuda::RunResult c = cuda::run_generated(*v.cuda, p, seed, co);
-            double all = 0, combine = 0;
-            for (const cuda::KernelCounters& k : c.fwd_counters.kernels) {
-              const auto it = k.values.find("time_ns");
-              if (it == k.values.end()) continue;
-              all += it->second;
-              if (k.name.find("combine") != std::string::npos) combine += it->second;
-            }
-            if (all > 0) pt.combine_share = combine / all;
-          }
-        } else {
-          pt.combine_share = 0;
         }
         pt.measured = true;
       }
@@ -161,9 +144,7 @@ Report decode(const LabOptions& o) {
            col("tbps", tr(o, "bandwidth", "带宽"), "TB/s", "{:.2f}"),
            col("of_ceiling", tr(o, "of the read ceiling", "占读带宽上限"), "ratio", "{:.3f}"),
            col("ms_unsplit", tr(o, "time, S = 1", "时间（S = 1）"), "ms", "{:.4f}"),
-           col("speedup", tr(o, "S = 1 / S", "S = 1 / S"), "ratio", "{:.2f}"),
-           col("combine_time_share", tr(o, "combine's share of time", "合并占时间"), "ratio",
-               "{:.3f}")},
+           col("speedup", tr(o, "S = 1 / S", "S = 1 / S"), "ratio", "{:.2f}")},
           {}};
   bool all_finite = true;
   for (const Point& pt : points) {
@@ -175,8 +156,7 @@ Report decode(const LabOptions& o) {
          pt.measured ? json(tbps) : json(nullptr),
          pt.measured && ceiling > 0 ? json(tbps * 1e12 / ceiling) : json(nullptr),
          pt.measured ? json(pt.ms_unsplit) : json(nullptr),
-         pt.measured && pt.ms > 0 ? json(pt.ms_unsplit / pt.ms) : json(nullptr),
-         pt.measured && pt.combine_share >= 0 ? json(pt.combine_share) : json(nullptr)});
+         pt.measured && pt.ms > 0 ? json(pt.ms_unsplit / pt.ms) : json(nullptr)});
     all_finite = all_finite && pt.finite;
     if (pt.measured)
       r.figures[fmt::format("tbps_B{}_Nk{}", pt.B, pt.Nk)] = {{"value", tbps}, {"unit", "TB/s"}};
@@ -191,15 +171,17 @@ Report decode(const LabOptions& o) {
                   "生成一个 token 时每个查询头只有一行：B = 1 时按（K/V 头，行块）分块只有 {} 个 "
                   "worker，而 GPU 有 {} 个 SM。split-kv 把每个 K/V 头的键切成 S 段（规则见 "
                   "kernels/07_split_kv/README.md）：缓存 {} 键时 S = {}，{} 个 worker 一波跑完；"
-                  "各段的部分 O 和 LSE 由合并按 log-sum-exp 规则合起来，只多出 {:.2f}% 的字节。",
+                  "各段的部分 O 和 LSE 按 log-sum-exp 规则合起来（由最后完成的那一段就地合并，"
+                  "不再另起一个内核），只多出 {:.2f}% 的字节。",
                   small.units, sms, small.Nk, small.splits, small.units * small.splits,
                   100 * small.partial_bytes / small.total_bytes)
             : fmt::format(
                   "A generated token is one query row per head: at B = 1 a grid of (K/V head, row "
                   "block) has {} workers for a GPU of {} SMs. split-kv cuts each K/V head's keys "
                   "into S splits (the rule: kernels/07_split_kv/README.md): with a {}-key cache "
-                  "S = {}, {} workers in one wave; the combine merges the splits' partial O and "
-                  "LSE by the log-sum-exp rule and adds only {:.2f}% to the bytes moved.",
+                  "S = {}, {} workers in one wave; the splits' partial O and LSE are merged by "
+                  "the log-sum-exp rule (by the last split to finish, in place: no second "
+                  "kernel), which adds only {:.2f}% to the bytes moved.",
                   small.units, sms, small.Nk, small.splits, small.units * small.splits,
                   100 * small.partial_bytes / small.total_bytes));
   r.observations.push_back(
