@@ -295,17 +295,18 @@ Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd) {
   return backward_in<double>(p, in, fwd, DType::f64);
 }
 
-Forward lowp_forward(const Problem& p, const Inputs& in) {
+Forward lowp_forward(const Problem& p, const Inputs& in, bool keep_P) {
   check(p, in, "lowp forward");
-  if (p.shape.paged()) return lowp_forward(contiguous_problem(p), contiguous_inputs(p, in));
+  if (p.shape.paged())
+    return lowp_forward(contiguous_problem(p), contiguous_inputs(p, in), keep_P);
   // fp8: the plain FP8 forward reads e4m3 copies of Q, K and V, one scale per tensor.
   Inputs q8;
   if (p.dtype == DType::fp8)
     q8 = Inputs{per_tensor_e4m3(in.Q), per_tensor_e4m3(in.K), per_tensor_e4m3(in.V), {}, {}};
   const Inputs& x = p.dtype == DType::fp8 ? q8 : in;
-  const auto dense = [](const Problem& q, const Inputs& xs) {
-    if (q.dtype == DType::f64) return forward_in<double>(q, xs, true, DType::f64);
-    return forward_in<float>(q, xs, true, q.dtype);
+  const auto dense = [keep_P](const Problem& q, const Inputs& xs) {
+    if (q.dtype == DType::f64) return forward_in<double>(q, xs, keep_P, DType::f64);
+    return forward_in<float>(q, xs, keep_P, q.dtype);
   };
   if (!p.shape.packed()) return dense(p, x);
   Forward f;

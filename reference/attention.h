@@ -22,7 +22,8 @@ Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd);
 // fp8 (forward only): the plain FP8 forward -- Q, K, V rounded to e4m3 with one scale per tensor
 // (its largest magnitude on 448), S in fp32, a softmax in fp32, P = exp(S - m) times 2^8 rounded
 // to e4m3 and divided by 2^8 l, P V in fp32, O rounded to bf16 (FA3's "baseline FP8").
-Forward lowp_forward(const Problem& p, const Inputs& in);
+// keep_P: also return P (what lowp_backward reads); a forward-only run's budget needs none.
+Forward lowp_forward(const Problem& p, const Inputs& in, bool keep_P = true);
 Gradients lowp_backward(const Problem& p, const Inputs& in, const Forward& lowp_fwd);
 
 // Host bytes forward() / lowp_forward() and backward() / lowp_backward() hold at their peak, their

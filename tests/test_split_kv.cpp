@@ -369,6 +369,16 @@ TEST(SplitKv, ARunOnAPagedCachePassesAndLeavesTheOthersOut) {
   std::vector<int32_t> t(table.values.begin(), table.values.end());
   const Inputs dense = make_inputs(contiguous_problem(p), 0);
   EXPECT_TRUE(bitwise_equal(from_pages(p.shape, K.values, t), dense.K));
+  // split-kv alone has no backward: the reference is the forward's (run/config.h), and the dump
+  // has no reference gradients.
+  int reference_files = 0;
+  for (const json& e : index["files"])
+    if (e["version"] == "reference") {
+      ++reference_files;
+      EXPECT_TRUE(e["tensor"] == "O" || e["tensor"] == "LSE") << e.dump();
+    }
+  EXPECT_EQ(reference_files, 2);
+  EXPECT_FALSE(std::ifstream(dump + "/reference.dQ.npy").good());
 
   // The dump's config is the report's (the schema's config, page_size among it), less the budget.
   json wrapped = doc;

@@ -180,13 +180,18 @@ std::vector<double> rounding_floor(const Problem& p, const Inputs& in, const For
 }
 
 ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& ref_fwd,
-                           const Gradients& ref_grads) {
+                           const Gradients& ref_grads, bool with_grads) {
   const Shape& s = p.shape;
+  with_grads = with_grads && p.dtype != DType::fp8;  // fp8 is a forward only
+  if (!with_grads && p.dtype == DType::f64)
+    throw std::logic_error("compute_budget: an fp64 budget needs the gradients");
   if (s.paged()) {  // the contiguous problem's budget: the same keys, the same numbers
     Gradients g = ref_grads;
-    g.dK = from_pages(s, ref_grads.dK, in.block_table);
-    g.dV = from_pages(s, ref_grads.dV, in.block_table);
-    return compute_budget(contiguous_problem(p), contiguous_inputs(p, in), ref_fwd, g);
+    if (with_grads) {
+      g.dK = from_pages(s, ref_grads.dK, in.block_table);
+      g.dV = from_pages(s, ref_grads.dV, in.block_table);
+    }
+    return compute_budget(contiguous_problem(p), contiguous_inputs(p, in), ref_fwd, g, with_grads);
   }
   const double u_acc = unit_roundoff(p.dtype == DType::f64 ? DType::f64 : DType::f32);
   const double n = static_cast<double>(std::max({s.Nq, s.Nk, s.d}));
@@ -229,12 +234,12 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
       add(name, 0.0, 0.0, std::max(floor, est[x++]));
     return b;
   }
-  Forward lf = reference::lowp_forward(p, in);
+  Forward lf = reference::lowp_forward(p, in, /*keep_P=*/with_grads);
   add("O", compare(lf.O, ref_fwd.O).rel, compare(rounded(p.dtype, ref_fwd.O), ref_fwd.O).rel,
       floor);
   add("LSE", compare_lse(lf.LSE, ref_fwd.LSE).rel,
       compare_lse(rounded(lse_type, ref_fwd.LSE), ref_fwd.LSE).rel, floor);
-  if (p.dtype == DType::fp8) return b;  // a forward only: the FP8 rung's backward is bf16
+  if (!with_grads) return b;
   Gradients lg = reference::lowp_backward(p, in, lf);
   add("dQ", compare(lg.dQ, ref_grads.dQ).rel,
       compare(rounded(p.dtype, ref_grads.dQ), ref_grads.dQ).rel, floor);

@@ -53,8 +53,10 @@ struct ErrorBudget {
 };
 
 // Runs the storage-dtype computation once (skipped for fp64, where it is the reference itself).
+// with_grads false (a forward-only run, not fp64: run/config.h, forward_only_reference): O and
+// LSE only, ref_grads unread, and the storage-dtype forward keeps no P.
 ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& ref_fwd,
-                           const Gradients& ref_grads);
+                           const Gradients& ref_grads, bool with_grads = true);
 
 // The fp64 rounding floor of each output (O, LSE, dQ, dK, dV, in that order) for unit roundoff u:
 // ||e(X)||_2 / ||ref X||_2, with e(X) a first-order estimate of each element's rounding error

@@ -10,6 +10,12 @@ std::string to_string(Backend b) {
   return b == Backend::cuda ? "cuda" : "cpu";
 }
 
+bool forward_only_reference(const RunConfig& c) {
+  if (c.problem.dtype == DType::f64) return false;
+  return std::all_of(c.versions.begin(), c.versions.end(),
+                     [](const VersionInfo* v) { return v->pass == Pass::fwd; });
+}
+
 double fwd_flops(const Problem& p) {
   const Shape& s = p.shape;
   if (s.packed()) {  // counted sequence by sequence: a packed batch pays for no padding

@@ -48,6 +48,13 @@ inline double bwd_flops(const Problem& p) {
   return 2.5 * fwd_flops(p);
 }
 
+// Whether the run's fp64 reference and error budget are the forward's only: no selected version
+// has a backward pass (decoding's split-kv, the FP8 rung, tiled alone), and the dtype is not
+// fp64, whose budget estimates every output's rounding floor from the gradients too. The
+// reference then keeps no P and runs no backward (a third of the work at one query row), and the
+// budget has O and LSE only.
+bool forward_only_reference(const RunConfig& c);
+
 // The problem and options as a JSON object (the report's "config").
 json config_json(const RunConfig& c);
 

@@ -155,9 +155,11 @@ void stage_dump(const RunConfig& c, const RunOutcome& r, const OutputTarget& t, 
   put("dO", "dO", "input", r.inputs.dO, q_shape, p.dtype);
   put("reference.O", "O", "reference", r.ref_fwd.O, q_shape, DType::f64);
   put("reference.LSE", "LSE", "reference", r.ref_fwd.LSE, lse_shape, DType::f64);
-  put("reference.dQ", "dQ", "reference", r.ref_grads.dQ, q_shape, DType::f64);
-  put("reference.dK", "dK", "reference", r.ref_grads.dK, kv_shape, DType::f64);
-  put("reference.dV", "dV", "reference", r.ref_grads.dV, kv_shape, DType::f64);
+  if (!r.ref_grads.dQ.empty()) {  // none in a forward-only run (run/config.h)
+    put("reference.dQ", "dQ", "reference", r.ref_grads.dQ, q_shape, DType::f64);
+    put("reference.dK", "dK", "reference", r.ref_grads.dK, kv_shape, DType::f64);
+    put("reference.dV", "dV", "reference", r.ref_grads.dV, kv_shape, DType::f64);
+  }
   for (const VersionOutcome& v : r.versions) {
     const std::string id = v.version->id;
     if (v.has_fwd) {

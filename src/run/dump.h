@@ -2,7 +2,8 @@
 // PyTorch, with an index.json that says what each file is.
 //
 //   DIR/Q.npy K.npy V.npy dO.npy           inputs, [B,H,N,d], in the storage dtype (bf16 as <f4)
-//   DIR/reference.{O,LSE,dQ,dK,dV}.npy     the fp64 reference (<f8)
+//   DIR/reference.{O,LSE,dQ,dK,dV}.npy     the fp64 reference (<f8); O and LSE only when no
+//                                          version has a backward (run/config.h)
 //   DIR/<version>.{O,LSE}.npy              versions with a forward  (LSE [B,H,Nq], <f4; fp64: <f8)
 //   DIR/<version>.{dQ,dK,dV}.npy           versions with a backward
 //   DIR/cu_seqlens_{q,k}.npy               a packed batch's offsets (int32 [B + 1]); its tensors

@@ -80,6 +80,8 @@ double program_bytes(const RunConfig& c) {
   return resident + kSlackBytes + kThreadBytes * threads_of(c);
 }
 
+double reference_run_bytes(const RunConfig& c, bool grads);
+
 // --check sample: the inputs, the slices' gathered inputs, and the stacked slices' reference and
 // budget as a run of their own (without versions); then the versions' outcomes, as a full run
 // keeps them.
@@ -93,7 +95,7 @@ double sampled_run_host_bytes(const RunConfig& c) {
   const double inputs = 8.0 * (2 * s.q_elems() + 2 * s.kv_elems());
   const double gathered = 8.0 * (2 * t.q_elems() + 2 * t.kv_elems());
   double kept = inputs + gathered + 8.0 * (t.q_elems() + t.lse_elems());  // the slices' reference
-  double peak = inputs + run_host_bytes(sc) - program_bytes(sc);
+  double peak = inputs + reference_run_bytes(sc, !forward_only_reference(c)) - program_bytes(sc);
   for (const VersionInfo* v : c.versions) {
     peak = std::max(peak, kept + running_bytes(c, *v));
     kept += outcome_bytes(*v, s);
@@ -101,24 +103,25 @@ double sampled_run_host_bytes(const RunConfig& c) {
   return std::max(peak, kept) + program_bytes(c);
 }
 
-}  // namespace
-
-double run_host_bytes(const RunConfig& c) {
-  if (c.sample_check) return sampled_run_host_bytes(c);
+// The reference and the budget of c's problem (no versions), and what they leave kept; program
+// bytes included. grads false: a forward-only run's (run/config.h, forward_only_reference).
+double reference_run_bytes(const RunConfig& c, bool grads, double& kept) {
   const Problem& p = c.problem;
   const Shape& s = p.shape;
   const double inputs = 8.0 * (2 * s.q_elems() + 2 * s.kv_elems());
-  const double ref_out = 8.0 * (2 * s.q_elems() + s.lse_elems() + 2 * s.kv_elems());
-  const double P = 8.0 * p_elems(s);
+  const double ref_out =
+      8.0 * (s.q_elems() + s.lse_elems() + (grads ? s.q_elems() + 2 * s.kv_elems() : 0));
+  const double P = grads ? 8.0 * p_elems(s) : 0.0;
 
   // Reference: the forward, then the backward while the forward's O, LSE and P are kept.
-  double peak = inputs + static_cast<double>(reference::forward_peak_bytes(p, 8, true));
-  peak = std::max(peak, inputs + 8.0 * (s.q_elems() + s.lse_elems()) + P +
-                            static_cast<double>(reference::backward_peak_bytes(p, 8)));
+  double peak = inputs + static_cast<double>(reference::forward_peak_bytes(p, 8, grads));
+  if (grads)
+    peak = std::max(peak, inputs + 8.0 * (s.q_elems() + s.lse_elems()) + P +
+                              static_cast<double>(reference::backward_peak_bytes(p, 8)));
 
   // Budget: the storage-dtype computation beside the reference's outputs. A paged cache's budget
   // is its contiguous problem's: the inputs and the reference's gradients gathered first.
-  double kept = inputs + ref_out;
+  kept = inputs + ref_out;
   const Problem& bp = s.paged() ? contiguous_problem(p) : p;
   const Shape& bs = bp.shape;
   const double gathered =
@@ -126,16 +129,32 @@ double run_host_bytes(const RunConfig& c) {
   peak = std::max(peak, kept + gathered);
   if (p.dtype != DType::f64) {
     const int acc = 4;
-    const double lowp_fwd = static_cast<double>(reference::forward_peak_bytes(bp, acc, true));
+    const double lowp_fwd = static_cast<double>(reference::forward_peak_bytes(bp, acc, grads));
     peak = std::max(peak, kept + gathered + lowp_fwd);
     const double lowp_fwd_out = 8.0 * (s.q_elems() + s.lse_elems()) + P;
-    peak = std::max(peak, kept + gathered + lowp_fwd_out +
-                              static_cast<double>(reference::backward_peak_bytes(bp, acc)));
+    if (grads)
+      peak = std::max(peak, kept + gathered + lowp_fwd_out +
+                                static_cast<double>(reference::backward_peak_bytes(bp, acc)));
     // Comparing: a rounded copy of one reference output at a time.
-    peak =
-        std::max(peak, kept + gathered + lowp_fwd_out + 8.0 * (bs.q_elems() + 2 * bs.kv_elems()) +
-                           8.0 * std::max(bs.q_elems(), bs.kv_elems()));
+    const double compared = grads ? 8.0 * (bs.q_elems() + 2 * bs.kv_elems()) : 0.0;
+    peak = std::max(peak, kept + gathered + lowp_fwd_out + compared +
+                              8.0 * (grads ? std::max(bs.q_elems(), bs.kv_elems()) : bs.q_elems()));
   }
+  return peak + program_bytes(c);
+}
+
+double reference_run_bytes(const RunConfig& c, bool grads) {
+  double kept = 0;
+  return reference_run_bytes(c, grads, kept);
+}
+
+}  // namespace
+
+double run_host_bytes(const RunConfig& c) {
+  if (c.sample_check) return sampled_run_host_bytes(c);
+  const Shape& s = c.problem.shape;
+  double kept = 0;
+  double peak = reference_run_bytes(c, !forward_only_reference(c), kept) - program_bytes(c);
 
   // Versions, in order; the shared forward is made before the first backward-only version.
   const bool shared = has_backward_only(c);

@@ -270,14 +270,16 @@ RunOutcome prepare(const RunConfig& c, Progress& progress) {
   }
   const Problem& rp = c.sample_check ? sliced_problem(p, r.slices) : p;
   const Inputs& ri = c.sample_check ? sliced : r.inputs;
-  r.ref_fwd = reference::forward(rp, ri, /*keep_P=*/true);
-  r.ref_grads = reference::backward(rp, ri, r.ref_fwd);
+  // A forward-only run (run/config.h): no P kept, no backward.
+  const bool grads = !forward_only_reference(c);
+  r.ref_fwd = reference::forward(rp, ri, /*keep_P=*/grads);
+  if (grads) r.ref_grads = reference::backward(rp, ri, r.ref_fwd);
   drop(r.ref_fwd.P);
   r.reference_s = seconds_since(t0);
 
   progress.step("run: error budget");
   t0 = std::chrono::steady_clock::now();
-  r.budget = compute_budget(rp, ri, r.ref_fwd, r.ref_grads);
+  r.budget = compute_budget(rp, ri, r.ref_fwd, r.ref_grads, grads);
   r.budget_s = seconds_since(t0);
   return r;
 }
@@ -445,9 +447,10 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
     for (const CheckSlice& s : r.slices) rep.config["slices"].push_back({s.b, s.kv_head});
   }
   rep.observations.push_back(fmt::format(
-      "fp64 reference{} (forward + backward from stored P) took {:.2f} s; the error budget's {} "
-      "took {:.2f} s.",
+      "fp64 reference{} ({}) took {:.2f} s; the error budget's {} took {:.2f} s.",
       r.slices.empty() ? "" : " of the slices",
+      forward_only_reference(c) ? "the forward only: no version selected has a backward"
+                                : "forward + backward from stored P",
       r.reference_s,
       p.dtype == DType::f64 ? "estimate of the fp64 rounding floor"
                             : "straightforward " + to_string(p.dtype) + " computation",
