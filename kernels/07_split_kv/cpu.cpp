@@ -14,6 +14,9 @@
 //   combine (S > 1), per packed row:                         (the splits in order: deterministic)
 //     LSE = log sum_j exp(LSE_j)           (with max_j LSE_j taken out first)
 //     O   = sum_j exp(LSE_j - LSE) O_j     (the online softmax's rescaling, across splits)
+//   (On the GPU the split that finishes last among a row block's splits does this merge, in the
+//   same order, inside the split pass; here it runs once every split is done. The counts are the
+//   same: each partial written once and read once.)
 //
 // A split that sees no key of a row has LSE_j = -inf and weighs 0; a row no split sees gets
 // O = 0, LSE = -inf. K and V come from a contiguous [B, Hkv, Nk, d] or a paged cache
