@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The decoding rung's GPU half in one run: split-kv's GPU tests, compute-sanitizer (memcheck,
 # racecheck, synccheck) on small ragged, grouped, paged shapes with splits, `lab decode` (JSON and
-# markdown) and the comparison with PyTorch's cuDNN SDPA (scripts/compare_decode.py). Outputs go
+# markdown), the comparison with PyTorch's cuDNN SDPA (scripts/compare_decode.py), the split counts
+# around the rule's for a contiguous and a paged cache (splits), and a 1,000,000-key cache checked
+# on sampled slices (million). Outputs go
 # to $OUT, a summary is printed last. Every stage has a time limit, and one that would run past the
 # whole budget (BUDGET seconds, default 540) is skipped and says so.
 #
@@ -15,7 +17,7 @@ BIN=${FLASHLAB_BIN_DIR:-build/device-bin}
 OUT=${OUT:-out/decode}
 LOGS="$OUT/logs"
 BUDGET=${BUDGET:-540}
-STAGES=${STAGES:-"info tests sanitize lab compare"}
+STAGES=${STAGES:-"info tests sanitize lab compare splits million"}
 mkdir -p "$LOGS"
 source scripts/cupti_env.sh
 
@@ -54,6 +56,39 @@ if has compare; then
   run_stage compare 300 python3 scripts/compare_decode.py --flashlab "$BIN/flashlab" \
     --ceiling-from "$OUT/lab_decode_cuda.json" --out "$OUT/compare_decode.json" ${COMPARE_ARGS:-}
   note compare "rc=$STAGE_RC ${STAGE_S}s -> compare_decode.json"
+fi
+
+# One query row, 32 query heads over 8 K/V heads, d = 128, bf16: the shape the split rule is tuned on.
+# (Functions, exported, so that run_stage's time limit can run them in a shell of their own.)
+export BIN
+decode_run() {
+  "$BIN/flashlab" run --backend cuda --versions split-kv --dtype bf16 -d 128 -H 32 --heads-kv 8 \
+    --Nq 1 --check sample "$@"
+}
+
+if has splits; then
+  # The rule gives a contiguous cache one worker an SM and a paged one two (schedule.h): both
+  # layouts at 16 and 32 splits of a 65,536-key cache, the timing line of each.
+  sweep() {
+    for page in 0 64; do
+      for s in 16 32; do
+        local a=()
+        [ "$page" -gt 0 ] && a=(--page-size "$page")
+        echo "== page=$page splits=$s"
+        decode_run --Nk 65536 --repeats 20 --warmup 5 --bitwise-repeats 0 --splits "$s" "${a[@]}" |
+          grep -E "split-kv +fwd|FAIL"
+      done
+    done
+  }
+  export -f decode_run sweep
+  run_stage splits 120 bash -c sweep
+  note splits "rc=$STAGE_RC ${STAGE_S}s $(grep -c 'split-kv  fwd' "$LOGS/splits.log") timings"
+fi
+
+if has million; then
+  export -f decode_run
+  run_stage million 150 bash -c 'decode_run --Nk 1000000 --repeats 10 --json "$0"' "$OUT/nk1m.json"
+  note million "rc=$STAGE_RC ${STAGE_S}s $(grep -E 'within their error budget|FAIL' "$LOGS/million.log" | tr '\n' ' ')"
 fi
 
 echo
