@@ -254,7 +254,6 @@ def main():
                       f"{'%.1f%%' % (100 * frac) if frac else '-'} | "
                       f"{'%.4f' % c['median_ms'] if c.get('median_ms') else '-'} | "
                       f"{'%.3f' % ratio if ratio else '-'} |")
-    write_doc(args, rows, ceiling, ceiling_how, torch)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@
 // mma.sync runs on sm_80 and later.
 #include <cuda_runtime.h>
 
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -108,7 +109,8 @@ void split_forward(const DeviceTensors& t) {
   sp.Nk = static_cast<int>(s.Nk);
   sp.rows = static_cast<int>(sc.rows);
   sp.page_size = static_cast<int>(s.page_size);
-  while (s.paged() && (int64_t{1} << sp.page_shift) < s.page_size) ++sp.page_shift;
+  if (s.paged())  // a power of two (run/validate.cpp)
+    sp.page_shift = std::countr_zero(static_cast<uint64_t>(s.page_size));
   sp.pages_per_seq = static_cast<int>(s.pages_per_seq());
   sp.splits = static_cast<int>(sc.splits);
   sp.first_block = static_cast<int>(sc.first_block);

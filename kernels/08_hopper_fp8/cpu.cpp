@@ -143,23 +143,9 @@ Quantized quantize_inputs(const Problem& p, const Inputs& in, const Variant& v, 
 // m, l and O, with O += (P8 V8_j) * sV_j. pv holds the product before its scale.
 void fp8_softmax_step(FwdTile<float>& t, std::vector<float>& pv, int64_t rows, int64_t cols,
                       int64_t d, float sv) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* s = &t.S[r * cols];
-    float m_new = t.m[r];
-    for (int64_t c = 0; c < cols; ++c) m_new = std::max(m_new, s[c]);
-    if (m_new == -std::numeric_limits<float>::infinity()) {  // nothing seen yet: P row is 0
-      std::fill(s, s + cols, 0.0f);
-      continue;
-    }
-    const float alpha = std::exp(t.m[r] - m_new);  // exp(-inf) = 0 on the first visible tile
-    exp_shifted(s, cols, m_new);
-    float sum = 0;
-    for (int64_t c = 0; c < cols; ++c) sum += s[c];
-    t.l[r] = alpha * t.l[r] + sum;
-    t.m[r] = m_new;
-    for (int64_t k = 0; k < d; ++k) t.O[r * d + k] *= alpha;
-    for (int64_t c = 0; c < cols; ++c) s[c] = static_cast<float>(round_to_e4m3(kPShift * s[c]));
-  }
+  online_softmax_rescale(t, rows, cols, d);  // l from the fp32 P, as FA3's softmax
+  for (int64_t e = 0; e < rows * cols; ++e)
+    t.S[e] = static_cast<float>(round_to_e4m3(kPShift * t.S[e]));
   std::fill(pv.begin(), pv.begin() + rows * d, 0.0f);
   mm_nn(pv.data(), d, t.S.data(), cols, t.V.data(), d, rows, d, cols);  // P8 V8_j
   for (int64_t e = 0; e < rows * d; ++e) t.O[e] += sv * pv[e];

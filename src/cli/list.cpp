@@ -20,6 +20,12 @@ std::string axes_text(unsigned axes) {
   return s.empty() ? "-" : s;
 }
 
+// The CPU column: the axes, and for the FP8 rung the one dtype it takes.
+std::string takes_text(const VersionInfo& x) {
+  if (!x.fp8) return axes_text(x.axes);
+  return x.axes ? axes_text(x.axes) + "; --dtype fp8 only" : "--dtype fp8 only";
+}
+
 Report list_report() {
   Report r;
   r.command = "list";
@@ -53,7 +59,7 @@ Report list_report() {
     if (x.exercise)
       ex.rows.push_back({x.id, to_string(x.pass), x.folder, x.idea});
     else
-      v.rows.push_back({x.id, to_string(x.pass), x.deterministic, x.workspace, axes_text(x.axes),
+      v.rows.push_back({x.id, to_string(x.pass), x.deterministic, x.workspace, takes_text(x),
                         x.folder, x.idea});
     const std::string why = cuda_unavailable(x);
     // A CUDA entry with no pass declares a kernel still to come (its own line says so).
@@ -82,7 +88,9 @@ Report list_report() {
       "grouped K/V heads (--heads-kv), a sliding window (--window), a packed batch of "
       "sequences of their own lengths (--seqlens; on the CPU every twin runs it sequence by "
       "sequence) and a paged K/V cache (--page-size); a version asked for a problem it does not "
-      "take is refused with one line, and `--versions all` leaves it out.");
+      "take is refused with one line, and `--versions all` leaves it out. --dtype fp8 is the FP8 "
+      "versions' alone (\"--dtype fp8 only\"): they quantize bf16 inputs to e4m3 themselves, and "
+      "every other version refuses it with one line.");
   if (!ex.rows.empty())
     r.observations.push_back(
         "The exercises run by id (`flashlab run --versions ex1-ds`) and report `not implemented` "

@@ -95,7 +95,7 @@ double sampled_run_host_bytes(const RunConfig& c) {
   const double inputs = 8.0 * (2 * s.q_elems() + 2 * s.kv_elems());
   const double gathered = 8.0 * (2 * t.q_elems() + 2 * t.kv_elems());
   double kept = inputs + gathered + 8.0 * (t.q_elems() + t.lse_elems());  // the slices' reference
-  double peak = inputs + reference_run_bytes(sc, !forward_only_reference(c)) - program_bytes(sc);
+  double peak = inputs + reference_run_bytes(sc, !forward_only_reference(c));
   for (const VersionInfo* v : c.versions) {
     peak = std::max(peak, kept + running_bytes(c, *v));
     kept += outcome_bytes(*v, s);
@@ -103,8 +103,9 @@ double sampled_run_host_bytes(const RunConfig& c) {
   return std::max(peak, kept) + program_bytes(c);
 }
 
-// The reference and the budget of c's problem (no versions), and what they leave kept; program
-// bytes included. grads false: a forward-only run's (run/config.h, forward_only_reference).
+// The reference and the budget of c's problem (no versions) at their peak, and what they leave
+// kept; the program's own bytes not included. grads false: a forward-only run's (run/config.h,
+// forward_only_reference).
 double reference_run_bytes(const RunConfig& c, bool grads, double& kept) {
   const Problem& p = c.problem;
   const Shape& s = p.shape;
@@ -140,7 +141,7 @@ double reference_run_bytes(const RunConfig& c, bool grads, double& kept) {
     peak = std::max(peak, kept + gathered + lowp_fwd_out + compared +
                               8.0 * (grads ? std::max(bs.q_elems(), bs.kv_elems()) : bs.q_elems()));
   }
-  return peak + program_bytes(c);
+  return peak;
 }
 
 double reference_run_bytes(const RunConfig& c, bool grads) {
@@ -154,7 +155,7 @@ double run_host_bytes(const RunConfig& c) {
   if (c.sample_check) return sampled_run_host_bytes(c);
   const Shape& s = c.problem.shape;
   double kept = 0;
-  double peak = reference_run_bytes(c, !forward_only_reference(c), kept) - program_bytes(c);
+  double peak = reference_run_bytes(c, !forward_only_reference(c), kept);
 
   // Versions, in order; the shared forward is made before the first backward-only version.
   const bool shared = has_backward_only(c);

@@ -154,7 +154,7 @@ std::vector<const VersionInfo*> taking_axes(const std::vector<const VersionInfo*
 
 namespace {
 
-// "hopper-fp8, hopper-fp8-block and hopper-fp8-tensor": the registry's FP8 versions.
+// "hopper-fp8, hopper-fp8-no-hadamard and hopper-fp8-per-tensor": the registry's FP8 versions.
 std::string fp8_ids() {
   std::vector<std::string> ids;
   for (const VersionInfo& v : versions())

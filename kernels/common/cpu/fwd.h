@@ -56,9 +56,10 @@ inline int64_t fwd_tile_scratch_bytes(const Problem& p, const CpuOptions& o) {
   return compute_bytes(p.dtype) * thread_count(o, p) * tile;
 }
 
-// One step of the online softmax: folds S (rows x cols, scaled and masked) into m, l and O.
+// The online softmax's rescaling: folds S (rows x cols, scaled and masked) into m and l, scales
+// O by exp(m - m'), and leaves P = exp(S - m') in S, for the step's O += P V.
 template <class T>
-void online_softmax_step(FwdTile<T>& t, int64_t rows, int64_t cols, int64_t d) {
+void online_softmax_rescale(FwdTile<T>& t, int64_t rows, int64_t cols, int64_t d) {
   for (int64_t r = 0; r < rows; ++r) {
     T* s = &t.S[r * cols];
     T m_new = t.m[r];
@@ -76,6 +77,12 @@ void online_softmax_step(FwdTile<T>& t, int64_t rows, int64_t cols, int64_t d) {
     T* o = &t.O[r * d];
     for (int64_t k = 0; k < d; ++k) o[k] *= alpha;
   }
+}
+
+// One step of the online softmax: folds S (rows x cols, scaled and masked) into m, l and O.
+template <class T>
+void online_softmax_step(FwdTile<T>& t, int64_t rows, int64_t cols, int64_t d) {
+  online_softmax_rescale(t, rows, cols, d);
   mm_nn(t.O.data(), d, t.S.data(), cols, t.V.data(), d, rows, d, cols);  // O_i += P V_j
 }
 
