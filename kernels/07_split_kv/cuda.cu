@@ -60,6 +60,8 @@ namespace {
 namespace split_fwd = FLASHLAB_FOLDER::split_fwd;
 namespace plan = ::flashlab::FLASHLAB_FOLDER;
 
+static_assert(kMaxKvSplits <= 32 * split_fwd::kMaxSplitsPerLane,
+              "the merge keeps every split's LSE in one warp's registers");
 constexpr int64_t kMaxRowsPerHead = int64_t{65535} * split_fwd::kBr;
 
 std::string split_check(const Problem& p) {

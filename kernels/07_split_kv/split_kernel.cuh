@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/sm80/mma.cuh"
 #include "core/cuda_check.h"
@@ -32,15 +33,28 @@ static __device__ unsigned g_arrivals[kArrivalSlots];
 // last: one warp, lane l holding columns [l D / 32, (l + 1) D / 32).
 //   LSE = log sum_j exp(LSE_j),  O = sum_j exp(LSE_j - LSE) O_j
 // The partials are read from L2 (ld.global.cg): merged in place, other SMs wrote them moments ago.
+// The merge sits at the end of the pass, so its latency is the pass's: every LSE_j is loaded
+// at once (lane j % 32 holds split j's, as its weight), and the partial O rows eight splits at a
+// time before any of them is summed, so 16 splits cost about three trips to L2, not sixteen.
 template <class T, int D>
 __device__ void merge_row(const SplitParams& p, int64_t total, int64_t gr, int lane) {
   using E = ElemTraits<T>;
   constexpr int kPer = D / 32;  // columns per lane
+  constexpr int kBatch = 8;     // partial O rows in flight per lane
+  using Vec = std::conditional_t<kPer == 4, float4, float2>;
+  static_assert(kPer == 4 || kPer == 2, "d = 64 or 128");
   const int kh = static_cast<int>(gr / p.rows), R = static_cast<int>(gr - int64_t{kh} * p.rows);
   const int64_t split_stride = total;  // partials of one split: every packed row of every head
+  // w[i]: split lane + 32 i's LSE, then its weight; -inf (weight 0) past the last split and for
+  // a split that saw none of the row's keys.
+  float w[kMaxSplitsPerLane];
   float most = -INFINITY;
-  for (int j = lane; j < p.splits; j += 32)
-    most = fmaxf(most, __ldcg(&p.part_lse[j * split_stride + gr]));
+#pragma unroll
+  for (int i = 0; i < kMaxSplitsPerLane; ++i) {
+    const int j = lane + 32 * i;
+    w[i] = j < p.splits ? __ldcg(&p.part_lse[j * split_stride + gr]) : -INFINITY;
+    most = fmaxf(most, w[i]);
+  }
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, off));
   const int b = kh / p.Hkv, kvh = kh - b * p.Hkv;
@@ -54,18 +68,39 @@ __device__ void merge_row(const SplitParams& p, int64_t total, int64_t gr, int l
     return;
   }
   float sum = 0.f;
-  for (int j = lane; j < p.splits; j += 32)
-    sum += expf(__ldcg(&p.part_lse[j * split_stride + gr]) - most);
+#pragma unroll
+  for (int i = 0; i < kMaxSplitsPerLane; ++i) sum += expf(w[i] - most);
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   const float lse = most + logf(sum);
-  float acc[kPer] = {};
-  for (int j = 0; j < p.splits; ++j) {
-    // 0 for a split that saw none of the row's keys
-    const float w = expf(__ldcg(&p.part_lse[j * split_stride + gr]) - lse);
-    const float* oj = p.part_o + (j * split_stride + gr) * D + lane * kPer;
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) acc[k] += w * __ldcg(oj + k);
+  for (int i = 0; i < kMaxSplitsPerLane; ++i) w[i] = expf(w[i] - lse);
+  float acc[kPer] = {};
+  const float* col = p.part_o + gr * D + lane * kPer;  // split 0's partial, this lane's columns
+#pragma unroll
+  for (int i = 0; i < kMaxSplitsPerLane; ++i) {
+    if (32 * i >= p.splits) break;
+    for (int u0 = 0; u0 < 32 && 32 * i + u0 < p.splits; u0 += kBatch) {
+      Vec o[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int j = 32 * i + u0 + u;
+        o[u] = j < p.splits ? __ldcg(reinterpret_cast<const Vec*>(col + j * split_stride * D))
+                            : Vec{};
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const float wj = __shfl_sync(0xffffffffu, w[i], u0 + u);
+        if (32 * i + u0 + u < p.splits) {
+          acc[0] += wj * o[u].x;
+          acc[1] += wj * o[u].y;
+          if constexpr (kPer == 4) {
+            acc[2] += wj * o[u].z;
+            acc[3] += wj * o[u].w;
+          }
+        }
+      }
+    }
   }
 #pragma unroll
   for (int k = 0; k < kPer; k += 2)

@@ -21,6 +21,10 @@ inline constexpr int kBr = 16, kBc = 64, kWarps = 4;
 // kernel merges them instead. One launch at a time uses them (the runner's single stream).
 inline constexpr int kArrivalSlots = 1024;
 
+// The merge holds each split's LSE in a lane of one warp: up to 4 x 32 splits (core/problem.h's
+// kMaxKvSplits, checked in cuda.cu).
+inline constexpr int kMaxSplitsPerLane = 4;
+
 struct SplitParams {
   const void* q;  // [B, H, Nq, d]
   const void* k;  // [B, Hkv, Nk, d], or the pool [pages, Hkv, page_size, d]

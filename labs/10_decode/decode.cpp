@@ -9,8 +9,11 @@
 // Measured (a GPU): split-kv timed on inputs drawn on the device (cuda::run_generated: the biggest
 // point's K and V are 64 GiB, beyond any host's fp64 copy), with the rule's splits and with none;
 // bandwidth = the cache's bytes over the median time, against the read ceiling the machine's own
-// micro-benchmark measures (cuda/ceilings.h, hbm_read). Correctness is the tests' and
-// `flashlab run`'s: here every O must only be finite.
+// micro-benchmark measures (cuda/ceilings.h, hbm_read), and against a plain read of the same
+// bytes timed the same way (time_plain_read: what any kernel that reads that much pays for its
+// launch and its ramp from a cold start); an empty kernel of split-kv's grid, timed the same way,
+// is the launch alone. Correctness is the tests' and `flashlab run`'s: here every O must only be
+// finite.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,6 +34,11 @@ constexpr int64_t kH = 32, kHkv = 8, kD = 128;
 constexpr int kBr = 16, kBc = 64;  // split-kv's CUDA tile (kernels/07_split_kv/split_launch.h)
 constexpr int64_t kCaches[] = {1024, 4096, 16384, 65536, 262144};
 constexpr int64_t kBatches[] = {1, 8, 64};
+// The plain read of a point's bytes needs a buffer of that size beside nothing else: up to 4 GiB
+// (the larger points read at the ceiling anyway).
+constexpr double kPlainReadMost = 4.0 * (int64_t{1} << 30);
+// split-kv's dynamic shared memory at d = 128 (split_kernel.cuh: Q and 3 stages of K and V).
+constexpr int kSplitSmem = (kBr + 2 * 3 * kBc) * kD * 2;
 
 Problem decode_problem(int64_t B, int64_t Nk) {
   Problem p;
@@ -47,6 +55,7 @@ struct Point {
   // Measured.
   bool measured = false;
   double ms = 0, ms_unsplit = 0;
+  double ms_plain = 0;  // a plain read of kv_bytes; 0 when not measured (above kPlainReadMost)
   bool finite = true;
 };
 
@@ -98,6 +107,19 @@ Report decode(const LabOptions& o) {
     }
   }
 
+  // The launch alone: an empty kernel of the 1 x 8 points' grid (128 blocks of 128 threads), with
+  // no shared memory and with split-kv's.
+  double empty_ms = 0, empty_smem_ms = 0;
+  if (measure) {
+    try {
+      empty_ms = cuda::time_empty_kernel(128, 128, 0).ms;
+      empty_smem_ms = cuda::time_empty_kernel(128, 128, kSplitSmem).ms;
+    } catch (const std::exception& e) {
+      empty_ms = empty_smem_ms = 0;
+      ceiling_how += std::string(ceiling_how.empty() ? "" : "; ") + e.what();
+    }
+  }
+
   std::vector<Point> points;
   for (int64_t B : kBatches)
     for (int64_t Nk : kCaches) {
@@ -123,6 +145,13 @@ Report decode(const LabOptions& o) {
           ro.launch.kv_splits = 1;
           pt.ms_unsplit = median(cuda::run_generated(*v.cuda, p, seed, ro).fwd_time.ms);
         }
+        if (pt.kv_bytes <= kPlainReadMost) {
+          try {
+            pt.ms_plain = cuda::time_plain_read(static_cast<size_t>(pt.kv_bytes)).ms;
+          } catch (const std::exception&) {
+            pt.ms_plain = 0;  // the column stays empty; split-kv's own time still counts
+          }
+        }
         pt.measured = true;
       }
       points.push_back(pt);
@@ -143,6 +172,8 @@ Report decode(const LabOptions& o) {
            col("ms", tr(o, "time", "时间"), "ms", "{:.4f}"),
            col("tbps", tr(o, "bandwidth", "带宽"), "TB/s", "{:.2f}"),
            col("of_ceiling", tr(o, "of the read ceiling", "占读带宽上限"), "ratio", "{:.3f}"),
+           col("ms_plain", tr(o, "a plain read of K + V", "单纯读一遍 K + V"), "ms", "{:.4f}"),
+           col("of_plain", tr(o, "plain read / time", "单纯读取 / 时间"), "ratio", "{:.3f}"),
            col("ms_unsplit", tr(o, "time, S = 1", "时间（S = 1）"), "ms", "{:.4f}"),
            col("speedup", tr(o, "S = 1 / S", "S = 1 / S"), "ratio", "{:.2f}")},
           {}};
@@ -155,6 +186,8 @@ Report decode(const LabOptions& o) {
          pt.units * pt.splits, pt.partial_bytes / pt.total_bytes, m,
          pt.measured ? json(tbps) : json(nullptr),
          pt.measured && ceiling > 0 ? json(tbps * 1e12 / ceiling) : json(nullptr),
+         pt.ms_plain > 0 ? json(pt.ms_plain) : json(nullptr),
+         pt.ms_plain > 0 && pt.ms > 0 ? json(pt.ms_plain / pt.ms) : json(nullptr),
          pt.measured ? json(pt.ms_unsplit) : json(nullptr),
          pt.measured && pt.ms > 0 ? json(pt.ms_unsplit / pt.ms) : json(nullptr)});
     all_finite = all_finite && pt.finite;
@@ -163,6 +196,10 @@ Report decode(const LabOptions& o) {
   }
   r.tables.push_back(std::move(t));
   if (ceiling > 0) r.figures["read_ceiling_tbps"] = {{"value", ceiling / 1e12}, {"unit", "TB/s"}};
+  if (empty_ms > 0) {
+    r.figures["empty_kernel_us"] = {{"value", empty_ms * 1e3}, {"unit", "us"}};
+    r.figures["empty_kernel_smem_us"] = {{"value", empty_smem_ms * 1e3}, {"unit", "us"}};
+  }
 
   // Observations.
   const Point& small = points[3];  // B = 1, 64k keys
@@ -215,6 +252,35 @@ Report decode(const LabOptions& o) {
                            ceiling / 1e12, ceiling_how, 100 * lo, 100 * hi, small.Nk,
                            small.ms_unsplit, small.splits, small.ms, gain))
             : tr(o, "The read ceiling was not measured: ", "读带宽上限没有测到：") + ceiling_how);
+    // A short read pays a fixed cost that a long one hides: the 1 x 8 row at 4096 keys against
+    // the one at 262,144 keys.
+    const Point& tiny = points[1];
+    const Point& big = points[4];
+    if (tiny.ms_plain > 0 && big.ms_plain > 0 && empty_ms > 0)
+      r.observations.push_back(
+          zh(o) ? fmt::format(
+                      "固定开销：一个什么也不做的内核（128 个块，计时方式相同）要 {:.1f} µs，"
+                      "每块带 split-kv 的 {} KiB 共享内存时 {:.1f} µs。单纯读一遍 {:.0f} MB 要 "
+                      "{:.1f} µs（{:.2f} TB/s），读 {:.0f} MB 则达到 {:.2f} TB/s：读得越少，启动和从冷启动"
+                      "爬升的固定时间占比越大，任何内核都一样。split-kv 在这两点分别是单纯读取时间的 "
+                      "{:.2f} 倍和 {:.2f} 倍。",
+                      empty_ms * 1e3, kSplitSmem / 1024, empty_smem_ms * 1e3,
+                      tiny.kv_bytes / 1e6, tiny.ms_plain * 1e3,
+                      tiny.kv_bytes / (tiny.ms_plain * 1e-3) / 1e12, big.kv_bytes / 1e6,
+                      big.kv_bytes / (big.ms_plain * 1e-3) / 1e12, tiny.ms / tiny.ms_plain,
+                      big.ms / big.ms_plain)
+                : fmt::format(
+                      "The fixed cost: a kernel that does nothing (128 blocks, timed the same way) "
+                      "takes {:.1f} µs, {:.1f} µs with split-kv's {} KiB of shared memory a block. "
+                      "A plain read of {:.0f} MB takes {:.1f} µs ({:.2f} TB/s), one of {:.0f} MB "
+                      "reads {:.2f} TB/s: the less a pass reads, the larger the share of its launch "
+                      "and of the ramp from a cold start, for any kernel. split-kv takes {:.2f}x and "
+                      "{:.2f}x the plain read's time at these two points.",
+                      empty_ms * 1e3, empty_smem_ms * 1e3, kSplitSmem / 1024,
+                      tiny.kv_bytes / 1e6, tiny.ms_plain * 1e3,
+                      tiny.kv_bytes / (tiny.ms_plain * 1e-3) / 1e12, big.kv_bytes / 1e6,
+                      big.kv_bytes / (big.ms_plain * 1e-3) / 1e12, tiny.ms / tiny.ms_plain,
+                      big.ms / big.ms_plain));
     if (!all_finite)
       r.observations.push_back(tr(o, "FAIL: some O held NaN or Inf.", "失败：有的 O 含 NaN 或 Inf。"));
   } else {

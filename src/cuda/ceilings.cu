@@ -8,7 +8,7 @@
 //             XOR to one word per block, four ways (cache operator .cs, .cg or .nc; 8 or 16
 //             loads in flight per thread): the fastest is the ceiling of a pass that only reads,
 //             as decoding's pass over the K/V cache does; each fold is compared with a plain
-//             one-load-at-a-time kernel's
+//             one-load-at-a-time kernel's; L2 emptied before each run, as before a version's
 //   mma.sync  8 warps a CTA, 4 CTAs an SM; each warp runs 8 independent accumulator chains of
 //             m16n8k16 bf16 -> fp32 on random fragments; 4096 FLOP an instruction
 //   wgmma     2 warpgroups a CTA, one CTA an SM; each warpgroup issues m64n256k16 bf16 -> fp32 with
@@ -16,6 +16,9 @@
 //             524288 FLOP an instruction. A one-instruction run is compared with the host product,
 //             which checks the descriptors and the fragment layout
 //   ffma      8 independent fmaf chains a thread; 2 FLOP an instruction
+//
+// Every benchmark is timed as the runner times a version's pass: all runs queued, then waited for.
+// time_plain_read and time_empty_kernel (ceilings.h) give the floors of a pass of a given size.
 //
 // Shared-memory layout of the wgmma operands (K-major, no swizzle; sm90/wgmma.cuh draws it): 8 x 8
 // "core matrices" of 128 bytes (8 rows of 16 bytes); core matrices adjacent along M (or N) are 128
@@ -38,6 +41,7 @@
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "cuda/ceilings.h"
+#include "cuda/l2_flush.h"
 #include "cuda/runner.h"
 
 namespace flashlab::cuda {
@@ -46,26 +50,38 @@ namespace {
 
 constexpr int kWarmup = 2, kRepeats = 10;
 
-// Median time of `repeats` launches, each between two events, after `warmup` untimed ones.
-template <class F>
-double median_seconds(F&& launch) {
-  cudaEvent_t a, b;
-  FLASHLAB_CUDA_CHECK(cudaEventCreate(&a));
-  FLASHLAB_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int i = 0; i < kWarmup + kRepeats; ++i) {
-    FLASHLAB_CUDA_CHECK(cudaEventRecord(a));
+// Median time of kRepeats launches, after kWarmup untimed ones, timed as the runner times a
+// version's pass (cuda/runner.cu): `prepare` (resets, the L2 sweep) runs before each launch's
+// first event, outside the time, and every run is queued before any is waited for. (Waiting for
+// each run before queueing the next leaves the GPU idle when the first event is recorded, so the
+// time would include the host's own launch of the kernel behind it: a few microseconds, 2 % of a
+// GiB's read.)
+template <class P, class F>
+double median_seconds(P&& prepare, F&& launch) {
+  constexpr int kRuns = kWarmup + kRepeats;
+  std::vector<cudaEvent_t> ev(2 * kRuns);
+  for (cudaEvent_t& e : ev) FLASHLAB_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < kRuns; ++i) {
+    prepare();
+    FLASHLAB_CUDA_CHECK(cudaEventRecord(ev[2 * i]));
     launch();
-    FLASHLAB_CUDA_CHECK(cudaEventRecord(b));
-    FLASHLAB_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    FLASHLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (i >= kWarmup) t.push_back(ms * 1e-3);
+    FLASHLAB_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1]));
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> t;
+  for (int i = kWarmup; i < kRuns; ++i) {
+    float ms = 0;
+    FLASHLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    t.push_back(ms * 1e-3);
+  }
+  for (cudaEvent_t e : ev) cudaEventDestroy(e);
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+template <class F>
+double median_seconds(F&& launch) {
+  return median_seconds([] {}, launch);
 }
 
 // A device buffer that frees itself.
@@ -146,6 +162,8 @@ Ceiling copy_ceiling(const DeviceInfo& dev) {
   FLASHLAB_CHECK_LAUNCH();
   fill_words<<<grid, 256>>>(dst.p, n, 0x1b873593u);  // dst differs from src before the copy
   FLASHLAB_CHECK_LAUNCH();
+  // No L2 sweep between copies: each copy writes back the lines the one before left dirty, as
+  // many as it leaves dirty itself, so its time counts every byte it writes.
   const double s = median_seconds([&] {
     copy_words<<<grid, 256>>>(src.p, dst.p, n);
     FLASHLAB_CHECK_LAUNCH();
@@ -222,19 +240,22 @@ __global__ void read_words_plainly(const uint4* src, size_t n, unsigned int* out
   fold_block(acc, out);
 }
 
-Ceiling read_ceiling(const DeviceInfo& dev) {
-  Ceiling c = named("hbm_read", "HBM read", "B/s");
-  size_t bytes = size_t{1} << 30;
-  const size_t free_b = static_cast<size_t>(std::max<int64_t>(dev.free_bytes, 0));
-  while (bytes > (size_t{64} << 20) && bytes + (size_t{256} << 20) > free_b) bytes /= 2;
+// The fastest of a few ways to read `bytes` (the cache path, the loads in flight; a single way
+// can read below what a kernel with another reaches), each timed with L2 emptied first, each
+// way's fold compared with a plain kernel's.
+struct BestRead {
+  double seconds = 0;
+  std::string how;  // every way's rate
+  bool agree = true;
+};
+
+BestRead best_read(const DeviceInfo& dev, size_t bytes) {
   const size_t n = bytes / 16;
   Buffer<uint4> src(n);
   Buffer<unsigned int> folds(2);
   const int grid = dev.sms * 8;
   fill_words<<<grid, 256>>>(src.p, n, 0x2545f491u);
   FLASHLAB_CHECK_LAUNCH();
-  // The ceiling is the fastest of a few ways to read (the cache path, the loads in flight): a
-  // single way can read below what a kernel with another reaches. Each way's fold is checked.
   struct Way {
     const char* name;
     void (*kernel)(const uint4*, size_t, unsigned int*);
@@ -246,33 +267,47 @@ Ceiling read_ceiling(const DeviceInfo& dev) {
   FLASHLAB_CUDA_CHECK(cudaMemset(folds.p + 1, 0, sizeof(unsigned int)));
   read_words_plainly<<<dev.sms * 3, 128>>>(src.p, n, folds.p + 1);  // another partition
   FLASHLAB_CHECK_LAUNCH();
-  double best = 0;
-  std::string all;
-  bool agree = true;
+  const L2Flush l2;
+  BestRead best;
   for (const Way& w : ways) {
-    const double s = median_seconds([&] {
-      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(folds.p, 0, sizeof(unsigned int)));
-      w.kernel<<<grid, 256>>>(src.p, n, folds.p);
-      FLASHLAB_CHECK_LAUNCH();
-    });
+    const double s = median_seconds(
+        [&] {
+          FLASHLAB_CUDA_CHECK(cudaMemsetAsync(folds.p, 0, sizeof(unsigned int)));
+          l2.sweep(nullptr);
+        },
+        [&] {
+          w.kernel<<<grid, 256>>>(src.p, n, folds.p);
+          FLASHLAB_CHECK_LAUNCH();
+        });
     unsigned int got[2] = {0, 0};
     FLASHLAB_CUDA_CHECK(cudaMemcpy(got, folds.p, sizeof got, cudaMemcpyDeviceToHost));
-    agree = agree && got[0] == got[1];
-    const double bps = static_cast<double>(bytes) / s;
+    best.agree = best.agree && got[0] == got[1];
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%s%s %.2f TB/s", all.empty() ? "" : "; ", w.name, bps / 1e12);
-    all += buf;
-    best = std::max(best, bps);
+    std::snprintf(buf, sizeof buf, "%s%s %.2f TB/s", best.how.empty() ? "" : "; ", w.name,
+                  static_cast<double>(bytes) / s / 1e12);
+    best.how += buf;
+    if (best.seconds == 0 || s < best.seconds) best.seconds = s;
   }
-  c.value = best;
+  return best;
+}
+
+Ceiling read_ceiling(const DeviceInfo& dev) {
+  Ceiling c = named("hbm_read", "HBM read", "B/s");
+  size_t bytes = size_t{1} << 30;
+  const size_t free_b = static_cast<size_t>(std::max<int64_t>(dev.free_bytes, 0));
+  while (bytes > (size_t{64} << 20) && bytes + (size_t{512} << 20) > free_b) bytes /= 2;
+  const BestRead r = best_read(dev, bytes);
+  c.value = static_cast<double>(bytes) / r.seconds;
   c.how = "read of " + std::to_string(bytes >> 20) + " MiB (bytes read), " +
-          std::to_string(grid) + " x 256 threads, the fastest of: " + all + "; median of " +
-          std::to_string(kRepeats) + " each";
-  c.check_ok = agree;
+          std::to_string(dev.sms * 8) + " x 256 threads, L2 emptied before each run, the fastest of: " +
+          r.how + "; median of " + std::to_string(kRepeats) + " each";
+  c.check_ok = r.agree;
   c.check = c.check_ok ? "each way's XOR of every word equals a plain kernel's"
                        : "a way's XOR of every word differs from a plain kernel's";
   return c;
 }
+
+__global__ void empty_kernel() {}
 
 // ---- mma.sync -----------------------------------------------------------------------------------
 
@@ -550,6 +585,31 @@ std::vector<Ceiling> measure_ceilings() {
   out.push_back(ffma_ceiling(dev));
   FLASHLAB_CUDA_CHECK(cudaDeviceSynchronize());
   return out;
+}
+
+PassFloor time_plain_read(size_t bytes) {
+  const DeviceInfo& dev = device_info();
+  if (!dev.present) throw std::runtime_error(dev.why_absent);
+  bytes = std::max<size_t>(bytes / 16 * 16, 16);
+  const BestRead r = best_read(dev, bytes);
+  if (!r.agree) throw std::runtime_error("a plain read's XOR of every word differs from another's");
+  return {r.seconds * 1e3, "the fastest of: " + r.how};
+}
+
+PassFloor time_empty_kernel(int blocks, int threads, int smem_bytes) {
+  const DeviceInfo& dev = device_info();
+  if (!dev.present) throw std::runtime_error(dev.why_absent);
+  FLASHLAB_CUDA_CHECK(
+      cudaFuncSetAttribute(empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  const L2Flush l2;
+  const double s = median_seconds([&] { l2.sweep(nullptr); },
+                                  [&] {
+                                    empty_kernel<<<blocks, threads, smem_bytes>>>();
+                                    FLASHLAB_CHECK_LAUNCH();
+                                  });
+  return {s * 1e3, std::to_string(blocks) + " blocks x " + std::to_string(threads) +
+                       " threads, " + std::to_string(smem_bytes) +
+                       " bytes of shared memory each, doing nothing"};
 }
 
 }  // namespace flashlab::cuda

@@ -4,6 +4,7 @@
 // and the fp32 FMA units (naive's matmuls) do. Each benchmark also checks its own result.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -23,5 +24,20 @@ struct Ceiling {
 // Runs every benchmark on the current device (a few hundred milliseconds). Throws
 // std::runtime_error without a device or on a CUDA error.
 std::vector<Ceiling> measure_ceilings();
+
+// Floors of a pass of a given size, timed as the runner times a version's pass (cuda/runner.cu:
+// L2 emptied by the same sweep before each run, two events around the launch, every run queued
+// before any is waited for; the median of 10). What no kernel of that shape goes below: a
+// launch's fixed cost and the ramp of a read from cold, which a long read hides and a short one
+// does not.
+struct PassFloor {
+  double ms = 0;
+  std::string how;
+};
+// A plain read of `bytes` (a multiple of 16): the read ceiling's ways at that size, the fastest.
+PassFloor time_plain_read(size_t bytes);
+// A kernel that does nothing, `blocks` x `threads`, with `smem_bytes` of dynamic shared memory a
+// block (the carve-out of shared memory an SM must make for it is part of a launch).
+PassFloor time_empty_kernel(int blocks, int threads, int smem_bytes);
 
 }  // namespace flashlab::cuda

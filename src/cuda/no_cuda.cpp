@@ -44,5 +44,13 @@ std::vector<Ceiling> measure_ceilings() {
   throw std::runtime_error(device_info().why_absent);
 }
 
+PassFloor time_plain_read(size_t) {
+  throw std::runtime_error(device_info().why_absent);
+}
+
+PassFloor time_empty_kernel(int, int, int) {
+  throw std::runtime_error(device_info().why_absent);
+}
+
 }  // namespace flashlab::cuda
 #endif
