@@ -33,28 +33,39 @@ static __device__ unsigned g_arrivals[kArrivalSlots];
 // last: one warp, lane l holding columns [l D / 32, (l + 1) D / 32).
 //   LSE = log sum_j exp(LSE_j),  O = sum_j exp(LSE_j - LSE) O_j
 // The partials are read from L2 (ld.global.cg): merged in place, other SMs wrote them moments ago.
-// The merge sits at the end of the pass, so its latency is the pass's: every LSE_j is loaded
-// at once (lane j % 32 holds split j's, as its weight), and the partial O rows eight splits at a
-// time before any of them is summed, so 16 splits cost about three trips to L2, not sixteen.
+// The merge sits at the end of the pass, so its latency is the pass's: the first 16 splits'
+// partial O rows are loaded together with every LSE_j (lane j % 32 holds split j's, then its
+// weight), before any of them is needed, so up to 16 splits cost one trip to L2, not sixteen.
 template <class T, int D>
 __device__ void merge_row(const SplitParams& p, int64_t total, int64_t gr, int lane) {
   using E = ElemTraits<T>;
   constexpr int kPer = D / 32;  // columns per lane
-  constexpr int kBatch = 8;     // partial O rows in flight per lane
+  constexpr int kBatch = 16;    // partial O rows in flight per lane
   using Vec = std::conditional_t<kPer == 4, float4, float2>;
   static_assert(kPer == 4 || kPer == 2, "d = 64 or 128");
   const int kh = static_cast<int>(gr / p.rows), R = static_cast<int>(gr - int64_t{kh} * p.rows);
   const int64_t split_stride = total;  // partials of one split: every packed row of every head
+  const float* col = p.part_o + gr * D + lane * kPer;  // split 0's partial, this lane's columns
+  Vec o[kBatch];
+  auto load_batch = [&](int j0) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int j = j0 + u;
+      o[u] = j < p.splits ? __ldcg(reinterpret_cast<const Vec*>(col + j * split_stride * D)) : Vec{};
+    }
+  };
   // w[i]: split lane + 32 i's LSE, then its weight; -inf (weight 0) past the last split and for
   // a split that saw none of the row's keys.
   float w[kMaxSplitsPerLane];
-  float most = -INFINITY;
 #pragma unroll
   for (int i = 0; i < kMaxSplitsPerLane; ++i) {
     const int j = lane + 32 * i;
     w[i] = j < p.splits ? __ldcg(&p.part_lse[j * split_stride + gr]) : -INFINITY;
-    most = fmaxf(most, w[i]);
   }
+  load_batch(0);
+  float most = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kMaxSplitsPerLane; ++i) most = fmaxf(most, w[i]);
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, off));
   const int b = kh / p.Hkv, kvh = kh - b * p.Hkv;
@@ -76,28 +87,21 @@ __device__ void merge_row(const SplitParams& p, int64_t total, int64_t gr, int l
 #pragma unroll
   for (int i = 0; i < kMaxSplitsPerLane; ++i) w[i] = expf(w[i] - lse);
   float acc[kPer] = {};
-  const float* col = p.part_o + gr * D + lane * kPer;  // split 0's partial, this lane's columns
+  for (int j0 = 0; j0 < p.splits; j0 += kBatch) {
+    if (j0 > 0) load_batch(j0);
+    // The weights of splits j0 .. j0 + 15 are in lanes j0 % 32 .. of w[j0 / 32].
+    const int i = j0 / 32;
+    const float wi = i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];
+    static_assert(kMaxSplitsPerLane == 4 && 32 % kBatch == 0, "one w[i] per batch");
 #pragma unroll
-  for (int i = 0; i < kMaxSplitsPerLane; ++i) {
-    if (32 * i >= p.splits) break;
-    for (int u0 = 0; u0 < 32 && 32 * i + u0 < p.splits; u0 += kBatch) {
-      Vec o[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int j = 32 * i + u0 + u;
-        o[u] = j < p.splits ? __ldcg(reinterpret_cast<const Vec*>(col + j * split_stride * D))
-                            : Vec{};
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const float wj = __shfl_sync(0xffffffffu, w[i], u0 + u);
-        if (32 * i + u0 + u < p.splits) {
-          acc[0] += wj * o[u].x;
-          acc[1] += wj * o[u].y;
-          if constexpr (kPer == 4) {
-            acc[2] += wj * o[u].z;
-            acc[3] += wj * o[u].w;
-          }
+    for (int u = 0; u < kBatch; ++u) {
+      const float wj = __shfl_sync(0xffffffffu, wi, (j0 + u) % 32);
+      if (j0 + u < p.splits) {
+        acc[0] += wj * o[u].x;
+        acc[1] += wj * o[u].y;
+        if constexpr (kPer == 4) {
+          acc[2] += wj * o[u].z;
+          acc[3] += wj * o[u].w;
         }
       }
     }
@@ -376,13 +380,16 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   if (direct || !p.merge_in_place) return;
 
   // Merged in place: the split that arrives last at this worker's rows merges every split's
-  // partials (threadFence-then-count: each thread's partials are visible to the whole GPU before
-  // the count that says they are there).
-  __threadfence();
+  // partials. Fence-then-count: the barrier orders the block's partial stores before thread 0's
+  // fence, which makes them visible to the whole GPU before the count that says they are there
+  // (one fence for the block, as a grid-wide barrier does it, not one per thread).
   __syncthreads();
   __shared__ bool last;
   const int unit = kh * gridDim.y + blockIdx.y;  // this worker's rows: (K/V head, row block)
-  if (tid == 0) last = atomicAdd(&g_arrivals[unit], 1u) == static_cast<unsigned>(p.splits - 1);
+  if (tid == 0) {
+    __threadfence();
+    last = atomicAdd(&g_arrivals[unit], 1u) == static_cast<unsigned>(p.splits - 1);
+  }
   __syncthreads();
   if (!last) return;
   __threadfence();  // the counted splits' partials are read after the count
