@@ -5,8 +5,8 @@
 // row (online softmax), rescaling its O accumulator when m grows, and writes only O and
 // LSE = m + ln l. HBM traffic drops from O(N^2) to O(N^2 d / Br) reads of K and V.
 //
-// The picture (both head dims: 4 warps of 32 rows, two m16 tiles each; FwdTraits in
-// fwd_kernel.cuh holds the shapes):
+// The picture (d = 64 and 128: 4 warps of 32 rows, two m16 tiles each; d = 256: 8 warps of 16
+// rows; FwdTraits in fwd_kernel.cuh holds the shapes):
 //
 //             K/V tile j (Bc = 64 keys), in shared memory (d = 64: 3 cp.async stages; d = 128: 2)
 //             +----------------+
@@ -16,8 +16,8 @@
 //   shared    |  warp 2: 32 rows       fragments: no shared-memory round trip)
 //   memory    |  warp 3: 32 rows
 //             +----------------+
-//   Q's A fragments: d = 64 holds them in registers for the whole loop; d = 128 re-reads them by
-//   ldmatrix at every k16 step (O alone is 128 floats per thread there).
+//   Q's A fragments: d = 64 holds them in registers for the whole loop; d = 128 and 256 re-read
+//   them by ldmatrix at every k16 step (O alone is 128 floats per thread there).
 //
 //   per warp, per tile: S 32x64 = 2 x 8 mma n8-tiles x d/16 k16 steps    (ldmatrix of K)
 //                       O 32xd += P 32x64 . V 64xd: 2 x d/8 n8-tiles x 4 k16 steps (ldmatrix.trans)
@@ -36,7 +36,7 @@
 // stores skipped past the sequence's last row or key, so nothing outside it is read or written.
 // A second kernel (fwd_packed_kernel), so the dense kernels keep their registers and code.
 //
-// Limits: fp16 and bf16 storage, fp32 accumulation; head dims 64 and 128 (FwdTraits in
+// Limits: fp16 and bf16 storage, fp32 accumulation; head dims 64, 128 and 256 (FwdTraits in
 // fwd_kernel.cuh: other head dims are rejected by check()); B*H <= 65535; positive scale.
 // mma.sync runs on sm_80 and later; on Hopper the faster wgmma path is a later rung's job.
 #include <cuda_runtime.h>
@@ -60,7 +60,7 @@ namespace tiled_fwd = FLASHLAB_FOLDER::tiled_fwd;
 // scores, then scaled); a packed batch's tokens are counted in 32 bits (its offsets are int32).
 std::string tiled_check(const Problem& p) {
   std::string why = shape_check(
-      p, "tiled", {.head_dims = {64, 128}, .max_rows = int64_t{1} << 30, .positive_scale = true});
+      p, "tiled", {.head_dims = {64, 128, 256}, .max_rows = int64_t{1} << 30, .positive_scale = true});
   if (why.empty() && p.shape.packed() &&
       std::max(p.shape.total_q(), p.shape.total_k()) >= (int64_t{1} << 31))
     why = "tiled on CUDA needs fewer than 2^31 tokens in a packed batch";
@@ -103,7 +103,7 @@ void tiled_forward(const DeviceTensors& t) {
     fp.total_q = static_cast<int>(p.shape.total_q());
   }
   auto st = static_cast<cudaStream_t>(t.stream);
-  dispatch_dtype_head_dim(p, [&]<class T, int kD>() { forward_for<T, kD>(fp, p, st); });
+  dispatch_dtype_head_dims<64, 128, 256>(p, [&]<class T, int kD>() { forward_for<T, kD>(fp, p, st); });
 }
 
 }  // namespace

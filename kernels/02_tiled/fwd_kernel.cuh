@@ -43,6 +43,17 @@ struct FwdTraits<128> {
   static constexpr bool kQInRegs = false;
 };
 
+// d = 256: O alone is 128 floats a thread for 16 rows a warp, so 8 warps x 16 rows, Q re-read
+// from shared memory, one block an SM (65536 / 256 threads = 255 registers each). A copy pass of
+// 256 threads is 8 rows of 32 chunks (every thread keeps its swizzled column, load_tile). Shared
+// memory: Q 64 KiB + 2 stages x (K 32 + V 32) KiB = 192 KiB. FA2 chapter's kernel takes the shape
+// at its own cost (the Hopper rung is where d = 256 is fast).
+template <>
+struct FwdTraits<256> {
+  static constexpr int Br = 128, Bc = 64, kWarps = 8, kStages = 2, kMinBlocks = 1;
+  static constexpr bool kQInRegs = false;
+};
+
 template <int D>
 constexpr int fwd_smem_bytes() {
   using Tr = FwdTraits<D>;

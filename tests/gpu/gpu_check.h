@@ -150,11 +150,13 @@ struct MatrixShape {
   int64_t window_left = -1, window_right = -1;
 };
 
-// Every shape for fp16 and bf16, d = 64 and 128, without and with the causal mask.
-inline std::vector<Case> case_matrix(std::initializer_list<MatrixShape> shapes) {
+// Every shape for fp16 and bf16, d = 64 and 128 (or the head dims given), without and with the
+// causal mask.
+inline std::vector<Case> case_matrix(std::initializer_list<MatrixShape> shapes,
+                                     std::initializer_list<int64_t> dims = {64, 128}) {
   std::vector<Case> cases;
   for (DType t : {DType::f16, DType::bf16})
-    for (int64_t d : {64, 128})
+    for (int64_t d : dims)
       for (bool causal : {false, true})
         for (const MatrixShape& s : shapes)
           cases.push_back({t, d, causal, s.B, s.H, s.Nq, s.Nk, s.Hkv, s.window_left,

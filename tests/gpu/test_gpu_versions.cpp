@@ -1,6 +1,7 @@
 // Every CUDA version in the registry against the fp64 reference, over the matrix
 // fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097} plus Nq != Nk shapes
-// (one of them with more tiles than the GPU has SMs), and over a second matrix of the axes beyond
+// (one of them with more tiles than the GPU has SMs), a few of those shapes at d = 256 for the
+// versions that take it, and over a second matrix of the axes beyond
 // dense multi-head attention: grouped K/V heads (H / Hkv = 1, 4, 8 and H: MHA, GQA, MQA) and
 // sliding windows (64, 0) and (256, 256), each with and without the causal mask, alone and
 // together. A version that does not take an axis says so in one line and is skipped there.
@@ -43,6 +44,19 @@ std::vector<Case> all_cases() {
       // causal mask the first Q block of each head sees no key.
       {400, 150, 1, 150},
   });
+}
+
+// Head dim 256 (the versions that take it; the others say so and are skipped): ragged, Nq != Nk,
+// grouped heads, more tiles than SMs.
+std::vector<Case> d256_cases() {
+  return gpu_test::case_matrix({{128, 128, 2, 2},
+                                {1000, 1000, 1, 2},
+                                {17, 1000, 2, 1},
+                                {1000, 17, 1, 2},
+                                {1, 4097, 1, 1},
+                                {1000, 1000, 1, 8, 2},
+                                {400, 150, 1, 150}},
+                               {256});
 }
 
 std::vector<Case> axes_cases() {
@@ -102,6 +116,18 @@ TEST_P(CudaVersions, MatchFp64ReferenceWithinBudget) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, CudaVersions, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return case_name(i.param);
+                         });
+
+class CudaVersionsD256 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaVersionsD256, MatchFp64ReferenceWithinBudget) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  match_reference(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDim256, CudaVersionsD256, ::testing::ValuesIn(d256_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return case_name(i.param);
                          });
