@@ -80,15 +80,14 @@ TEST(CudaRunner, TiledRejectsHeadDimsItIsNotBuiltFor) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
   const VersionInfo* tiled = find_version("tiled");
   ASSERT_TRUE(tiled && tiled->cuda && tiled->cuda->check);
-  for (int64_t d : {32, 96, 256}) {
+  for (int64_t d : {32, 96, 192, 512}) {
     const Problem p = small_problem(d);
     const std::string why = tiled->cuda->check(p);
     EXPECT_NE(why.find("head dim"), std::string::npos) << "d = " << d << ": '" << why << "'";
     EXPECT_THROW(cuda::run(*tiled->cuda, p, make_inputs(p, 1), nullptr, cuda::RunOptions{}),
                  std::runtime_error);
   }
-  EXPECT_TRUE(tiled->cuda->check(small_problem(64)).empty());
-  EXPECT_TRUE(tiled->cuda->check(small_problem(128)).empty());
+  for (int64_t d : {64, 128, 256}) EXPECT_TRUE(tiled->cuda->check(small_problem(d)).empty()) << d;
 }
 
 TEST(CudaRunner, TimesEveryRepeatAndCountsMemory) {
