@@ -35,13 +35,22 @@ fi
 
 if has sanitize; then
   # Small shapes with every axis the kernels take: grouped heads, a paged cache of pages smaller
-  # than a tile, Nq > 1 with the causal mask and a window, forced splits (so the combine runs).
+  # than a tile, Nq > 1 with the causal mask and a window, forced splits merged in place by the
+  # last split; then a batch with more workers' rows than the merge's counters (8 x 64 heads,
+  # 64 query rows: 2,048), whose splits the combine kernel merges.
   for tool in memcheck racecheck synccheck; do
     run_stage "san_$tool" 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
       "$BIN/flashlab" run --backend cuda --versions split-kv --dtype bf16 -d 128 -B 2 -H 8 \
       --heads-kv 2 --Nq 4 --Nk 1000 --page-size 16 --causal yes --window 300,0 --splits 5 \
       --repeats 1 --warmup 0 --bitwise-repeats 0
     note "san_$tool" "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/san_$tool.log" | tr '\n' ' ')"
+  done
+  for tool in memcheck racecheck; do
+    run_stage "san_combine_$tool" 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      "$BIN/flashlab" run --backend cuda --versions split-kv --dtype bf16 -d 64 -B 8 -H 64 \
+      --heads-kv 64 --Nq 64 --Nk 300 --causal yes --splits 3 \
+      --repeats 1 --warmup 0 --bitwise-repeats 0
+    note "san_combine_$tool" "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/san_combine_$tool.log" | tr '\n' ' ')"
   done
 fi
 
