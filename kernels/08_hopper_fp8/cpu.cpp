@@ -1,8 +1,8 @@
 // hopper-fp8: FA3's third idea, the forward with its products on FP8 tensor cores (twice the bf16
 // rate on Hopper). Q, K, V and P are rounded to e4m3 (1 sign, 4 exponent, 3 mantissa bits: about
 // two significant digits, core/fp8.h), so the rung is about what that costs and what buys it back:
-// block scales, and incoherent processing. This file is the CPU twin of the kernel to come
-// (cuda.cu): every rounding the kernel will make is made here, at the same place, on the same
+// block scales, and incoherent processing. This file is the CPU twin of the kernel
+// (cuda.cu): every rounding the kernel makes is made here, at the same place, on the same
 // blocks, so the CPU shows the GPU's error behaviour.
 //
 // 1. The quantization pass (part of the version, and of its time on the GPU), over bf16 inputs:
@@ -75,7 +75,7 @@ using Variant = ::flashlab::FLASHLAB_FOLDER::Fp8Variant;
 constexpr int64_t kBr = 128;          // query rows of a Q block: the kernel's tile, Q's scale block
 constexpr int64_t kBc = 128;          // keys of a K/V block: the kernel's tile, K's and V's
 constexpr float kPShift = 256.0f;     // P is rounded to e4m3 as 2^8 P (above: why)
-constexpr uint64_t kSignSeed = 2024;  // the Hadamard signs, the same on every machine and the GPU
+using ::flashlab::FLASHLAB_FOLDER::kSignSeed;  // the Hadamard signs (variants.h)
 
 int64_t blocks_of(int64_t n, int64_t b) {
   return (n + b - 1) / b;
@@ -239,16 +239,20 @@ std::string hadamard_check(const Problem& p) {
          std::to_string(d) + "; hopper-fp8-no-hadamard takes any d)";
 }
 
-// The kernel's: e4m3 copies of Q, K, V and an fp32 scale per (head, 128-row block) of each.
+// The kernel's (cuda.cu: layout_of, whose workspace_bytes a GPU test holds these to): e4m3 codes
+// of Q, K and of V transposed, its keys padded to 16 (the copy engine's row stride unit), and an
+// fp32 scale per (head, 128-row block) of each.
+int64_t codes_bytes(const Shape& s) {
+  return s.q_elems() + s.kv_elems() + s.kv_head_count() * s.d * blocks_of(s.Nk, 16) * 16;
+}
 int64_t block_workspace(const Problem& p, const CpuOptions&) {
   const Shape& s = p.shape;
-  return s.q_elems() + 2 * s.kv_elems() +
+  return codes_bytes(s) +
          4 * (s.heads() * blocks_of(s.Nq, kBr) + 2 * s.kv_head_count() * blocks_of(s.Nk, kBc));
 }
 // ... and one fp32 scale per tensor.
 int64_t tensor_workspace(const Problem& p, const CpuOptions&) {
-  const Shape& s = p.shape;
-  return s.q_elems() + 2 * s.kv_elems() + 4 * 3;
+  return codes_bytes(p.shape) + 4 * 3;
 }
 
 // The twin's: the codes (as doubles) and scales, rotated copies of Q and K, each thread's tiles.
@@ -270,8 +274,8 @@ FLASHLAB_VERSION({
     .pass = Pass::fwd,
     .idea = ::flashlab::FLASHLAB_FOLDER::kRung.what,
     .deterministic = true,
-    .workspace = "B*H*Nq*d + 2*B*Hkv*Nk*d (e4m3 Q, K, V) + 4*(B*H*ceil(Nq/128) + "
-                 "2*B*Hkv*ceil(Nk/128)) (fp32 block scales)",
+    .workspace = "B*H*Nq*d + B*Hkv*Nk*d + B*Hkv*d*16*ceil(Nk/16) (e4m3 Q, K, V^T) + "
+                 "4*(B*H*ceil(Nq/128) + 2*B*Hkv*ceil(Nk/128)) (fp32 block scales)",
     .workspace_bytes = cpu::block_workspace,
     .cpu_forward = cpu::rung_forward,
     .cpu_backward = nullptr,
@@ -285,8 +289,8 @@ FLASHLAB_VARIANT(no_hadamard, {
     .pass = Pass::fwd,
     .idea = ::flashlab::FLASHLAB_FOLDER::kNoHadamard.what,
     .deterministic = true,
-    .workspace = "B*H*Nq*d + 2*B*Hkv*Nk*d (e4m3 Q, K, V) + 4*(B*H*ceil(Nq/128) + "
-                 "2*B*Hkv*ceil(Nk/128)) (fp32 block scales)",
+    .workspace = "B*H*Nq*d + B*Hkv*Nk*d + B*Hkv*d*16*ceil(Nk/16) (e4m3 Q, K, V^T) + "
+                 "4*(B*H*ceil(Nq/128) + 2*B*Hkv*ceil(Nk/128)) (fp32 block scales)",
     .workspace_bytes = cpu::block_workspace,
     .cpu_forward = cpu::no_hadamard_forward,
     .cpu_backward = nullptr,
@@ -299,7 +303,8 @@ FLASHLAB_VARIANT(per_tensor, {
     .pass = Pass::fwd,
     .idea = ::flashlab::FLASHLAB_FOLDER::kPerTensor.what,
     .deterministic = true,
-    .workspace = "B*H*Nq*d + 2*B*Hkv*Nk*d (e4m3 Q, K, V) + 12 (three fp32 scales)",
+    .workspace = "B*H*Nq*d + B*Hkv*Nk*d + B*Hkv*d*16*ceil(Nk/16) (e4m3 Q, K, V^T) + 12 (three "
+                 "fp32 scales)",
     .workspace_bytes = cpu::tensor_workspace,
     .cpu_forward = cpu::per_tensor_forward,
     .cpu_backward = nullptr,

@@ -4,7 +4,13 @@
 // them side by side against the fp64 reference, beside the bf16 rung.
 #pragma once
 
+#include <cstdint>
+
 namespace flashlab::FLASHLAB_FOLDER {
+
+// The seed of the Hadamard signs (common/cpu/fp8_quant.h: hadamard_signs): the twin and the
+// kernel draw the same d signs from it, so their rotations are the same matrix.
+inline constexpr uint64_t kSignSeed = 2024;
 
 struct Fp8Variant {
   const char* id;

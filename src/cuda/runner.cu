@@ -92,8 +92,10 @@ class Event {
   cudaEvent_t e_ = nullptr;
 };
 
+// fp8 (the FP8 forwards' problem) is stored in bf16 too: its inputs and O are bf16, and the
+// version quantizes to e4m3 itself (core/problem.h).
 bool is_16bit(DType t) {
-  return t == DType::f16 || t == DType::bf16;
+  return t == DType::f16 || t == DType::bf16 || t == DType::fp8;
 }
 
 std::vector<uint16_t> to_words(DType t, const HostTensor& x) {
@@ -196,7 +198,7 @@ __global__ void fill_normal_words(uint16_t* dst, size_t n, uint64_t key, bool bf
 void fill_normal(DType t, const DeviceBuffer& dst, size_t n, uint64_t seed, uint64_t stream) {
   if (n == 0) return;
   const uint64_t key = seed * 0x100000001b3ull ^ (stream << 56);
-  fill_normal_words<<<1024, 256>>>(static_cast<uint16_t*>(dst.get()), n, key, t == DType::bf16);
+  fill_normal_words<<<1024, 256>>>(static_cast<uint16_t*>(dst.get()), n, key, t != DType::f16);
   FLASHLAB_CUDA_CHECK(cudaGetLastError());
 }
 

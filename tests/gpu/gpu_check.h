@@ -222,6 +222,7 @@ inline void check_every_version(const Problem& p, const Inputs& in, const Expect
   tested = 0;
   for (const VersionInfo& v : versions()) {
     if (v.exercise) continue;  // the starters: tests/gpu/test_gpu_exercises.cpp
+    if (v.fp8) continue;       // --dtype fp8 only: tests/gpu/test_gpu_hopper_fp8.cpp
     if (!v.cuda || (!v.cuda->forward && !v.cuda->backward)) continue;
     if (const std::string why = cuda_unavailable(v); !why.empty()) {
       std::cout << "[" << v.id << "] not on this GPU: " << why << "\n";

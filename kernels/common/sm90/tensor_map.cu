@@ -67,4 +67,31 @@ CUtensorMap tensor_map_packed(const void* base, Elem16 type, int64_t cols, int64
   return encode_3d(base, type, cols, rows, heads, heads * cols * 2, cols * 2, box_rows);
 }
 
+CUtensorMap tensor_map_bytes_3d(const void* base, int64_t cols, int64_t rows, int64_t heads,
+                                int box_cols, int box_rows) {
+  if ((box_cols != 64 && box_cols != 128) || cols % 16 != 0)
+    throw std::runtime_error("a byte tensor map needs boxes 64 or 128 bytes wide and rows of a "
+                             "multiple of 16 bytes (got box " + std::to_string(box_cols) +
+                             ", rows of " + std::to_string(cols) + ")");
+  CUtensorMap map{};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(heads)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols),
+                                 static_cast<cuuint64_t>(rows * cols)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows),
+                             1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r = encoder()(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims, strides, box,
+      elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      box_cols == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) +
+                             ") for a [" + std::to_string(heads) + ", " + std::to_string(rows) +
+                             ", " + std::to_string(cols) + "] byte tensor, box " +
+                             std::to_string(box_rows) + " x " + std::to_string(box_cols));
+  return map;
+}
+
 }  // namespace flashlab::cuda::sm90

@@ -26,4 +26,10 @@ CUtensorMap tensor_map_3d(const void* base, Elem16 type, int64_t cols, int64_t r
 CUtensorMap tensor_map_packed(const void* base, Elem16 type, int64_t cols, int64_t rows,
                               int64_t heads, int box_rows);
 
+// A [heads, rows, cols] tensor of bytes (FP8 codes) in boxes of box_cols x box_rows, box_cols 64
+// or 128: the box's rows are then exactly one span of the 64- or 128-byte swizzle, which the map
+// applies. cols (the row stride in bytes) must be a multiple of 16.
+CUtensorMap tensor_map_bytes_3d(const void* base, int64_t cols, int64_t rows, int64_t heads,
+                                int box_cols, int box_rows);
+
 }  // namespace flashlab::cuda::sm90

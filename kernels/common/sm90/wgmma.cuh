@@ -77,6 +77,23 @@ template <class T, int N>
 __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int scale_d);
 template <class T, int N>
 __device__ void wgmma_ss_tt(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d);
+// FP8 (e4m3 x e4m3, fp32 accumulators in the layout above): m64nNk32, both operands K-major in
+// shared memory -- 8-bit products have no transpose, so a B operand whose k runs down the rows (V
+// in O += P V) must be stored transposed. One k32 step is 32 bytes of a row, as a k16 step of a
+// 16-bit type: the same descriptors serve.
+template <int N>
+__device__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d);
+
+// Descriptor of a K-major operand whose rows are 64 bytes, stored with the 64-byte swizzle (the
+// 16-byte chunk c of row r at chunk c ^ ((r / 2) mod 4), as the copy engine writes it): 8-row
+// groups 512 bytes apart; the tile starts on a 512-byte boundary, k steps add 32 bytes. (FP8 at
+// d = 64: a row of Q or K is 64 bytes.)
+__device__ __forceinline__ uint64_t smem_desc_sw64(uint32_t addr) {
+  constexpr uint64_t kStrideBytes = 512;  // 8 rows of 64 bytes
+  constexpr uint64_t kSwizzle64 = 2;
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | uint64_t{1} << 16 |
+         (kStrideBytes >> 4) << 32 | kSwizzle64 << 62;
+}
 
 // The generated shapes: wgmma_ss<T, N> (A K-major and B K-major, both in shared memory),
 // wgmma_rs<T, N> (A in registers, B MN-major in shared memory) and wgmma_ss_tt<T, N> (A and B

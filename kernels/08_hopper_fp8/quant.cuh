@@ -1,0 +1,181 @@
+// The quantization pass of the FP8 forward: Q, K, V (bf16) -> e4m3 codes and fp32 scales, exactly
+// as the twin (cpu.cpp: quantize_inputs) computes them, written to the workspace (cuda.cu: the
+// layout) for the forward kernel to load by bulk tensor copies.
+//
+//   one CTA = one block of 128 rows of one head of one tensor; one thread = one row
+//
+//     load the row (d bf16)  ->  fp32 x[d] in registers
+//     hopper-fp8, Q and K:      x <- H D x / sqrt(d)   (signs D from the twin's seed, then the
+//                               d log2 d butterflies of the Walsh-Hadamard transform, in fp32)
+//     amax of the block      ->  s = amax / 448 (1 for a block of zeros)
+//     code = e4m3(x / s)        (round to nearest even, saturating: the hardware's cvt)
+//
+//   Q, K: codes row-major, [B H or B Hkv][N][d], as the rows came.
+//   V:    codes transposed, [B Hkv][d][Nk16] (Nk16 = Nk rounded up to 16 bytes, the copy engine's
+//         stride unit; the keys from Nk to Nk16 hold zeros).
+//
+// Why V is transposed here and not in the forward: an 8-bit wgmma reads both operands K-major
+// (no transpose bits for e4m3), and in O += P V the reduction runs over the keys, so V's tile must
+// have the keys contiguous. Writing V^T once in this pass, which reads and writes every element
+// anyway, costs one strided store per code; transposing in shared memory inside the forward would
+// redo it for every Q block that reads the K/V block (Nq / 128 times) and take a warpgroup's
+// time there. The simplest correct form first; a measurement of the in-kernel transpose (FA3's
+// choice, which keeps V in its own layout) is a later step.
+//
+// Per tensor (hopper-fp8-per-tensor): the scale needs the whole tensor's amax first, so the pass
+// runs three times -- amax of every block folded into one slot per tensor (atomicMax on the
+// float's bits: amax >= 0, so the bits order as the values), the slot turned into a scale, then
+// the codes.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace flashlab::cuda::FLASHLAB_FOLDER::fp8_quant {
+
+constexpr int kRows = 128;        // rows of a scale block: the forward's tiles (Br = Bc = 128)
+constexpr float kE4m3Max = 448.f;  // e4m3's largest finite value
+
+// One tensor of the pass.
+struct Tensor {
+  const __nv_bfloat16* src;  // [heads][n][d]
+  uint8_t* codes;            // [heads][n][d], or [heads][d][n_pad] when transposed
+  float* scales;             // [heads][ceil(n / 128)], or one (per tensor)
+  int heads, n;
+  int n_pad;        // transposed: the row length of the codes, n rounded up to 16
+  bool rotate;      // incoherent processing (Q and K of hopper-fp8)
+  bool transposed;  // V
+};
+
+struct Params {
+  Tensor t[3];          // Q, K, V
+  uint32_t signs[4];    // bit c set: the Hadamard sign of column c is -1
+};
+
+enum Mode : int {
+  kBlockScales = 0,  // amax and codes, a scale per block
+  kTensorAmax = 1,   // per tensor, step 1: every block's amax folded into the tensor's slot
+  kTensorCodes = 2,  // per tensor, step 3: codes with the tensor's scale
+};
+
+__device__ __forceinline__ float scale_of(float amax) {
+  return amax > 0.f ? __fdiv_rn(amax, kE4m3Max) : 1.f;
+}
+
+// x <- H D x / sqrt(D): the twin's fwht (strides D/2 down to 1), on registers.
+template <int D>
+__device__ __forceinline__ void rotate(float (&x)[D], const uint32_t (&signs)[4]) {
+#pragma unroll
+  for (int c = 0; c < D; ++c)
+    if ((signs[c / 32] >> (c % 32)) & 1u) x[c] = -x[c];
+  // Stage st pairs columns h = D / 2^(st+1) apart; butterfly b of a stage is the pair (j, j + h),
+  // j = (b / h) 2h + b % h. Constant trip counts, so every index is a constant once unrolled and
+  // x stays in registers.
+  constexpr int kStagesLog = D == 64 ? 6 : 7;
+  static_assert(D == 64 || D == 128, "the kernels' head dims");
+#pragma unroll
+  for (int st = 0; st < kStagesLog; ++st) {
+    const int h = D >> (st + 1);
+#pragma unroll
+    for (int b = 0; b < D / 2; ++b) {
+      const int j = (b / h) * 2 * h + b % h;
+      const float u = x[j], v = x[j + h];
+      x[j] = u + v;
+      x[j + h] = u - v;
+    }
+  }
+  const float norm = __fdiv_rn(1.f, __fsqrt_rn(static_cast<float>(D)));
+#pragma unroll
+  for (int c = 0; c < D; ++c) x[c] *= norm;
+}
+
+// The largest value of the CTA's 128 threads (4 warps).
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float warp_max[kRows / 32];
+#pragma unroll
+  for (int o = 16; o >= 1; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kRows / 32; ++w) v = fmaxf(v, warp_max[w]);
+  return v;
+}
+
+template <int D, int kMode>
+__global__ void __launch_bounds__(kRows) quant_kernel(const __grid_constant__ Params p) {
+  const Tensor& T = p.t[blockIdx.y];
+  const int blocks = (T.n + kRows - 1) / kRows;
+  if (static_cast<int>(blockIdx.x) >= T.heads * blocks) return;  // a shorter tensor's grid
+  const int head = blockIdx.x / blocks, block = blockIdx.x % blocks;
+  const int row = block * kRows + threadIdx.x;
+  const bool real = row < T.n;
+
+  float x[D];
+  if (real) {
+    const uint4* src = reinterpret_cast<const uint4*>(T.src + (static_cast<int64_t>(head) * T.n + row) * D);
+#pragma unroll
+    for (int v = 0; v < D / 8; ++v) {
+      const uint4 w = src[v];
+      const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&words[k]));
+        x[8 * v + 2 * k] = f.x;
+        x[8 * v + 2 * k + 1] = f.y;
+      }
+    }
+    if (kMode == kBlockScales && T.rotate) rotate<D>(x, p.signs);  // per tensor: no rotation
+  } else {
+#pragma unroll
+    for (int c = 0; c < D; ++c) x[c] = 0.f;
+  }
+
+  float s;
+  if constexpr (kMode == kTensorCodes) {
+    s = T.scales[0];
+  } else {
+    float amax = 0.f;
+#pragma unroll
+    for (int c = 0; c < D; ++c) amax = fmaxf(amax, fabsf(x[c]));
+    amax = block_max(amax);
+    if constexpr (kMode == kTensorAmax) {
+      if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned*>(T.scales), __float_as_uint(amax));
+      return;
+    }
+    s = scale_of(amax);
+    if (threadIdx.x == 0) T.scales[head * blocks + block] = s;
+  }
+
+  uint8_t code[D];
+#pragma unroll
+  for (int c = 0; c < D; ++c)
+    code[c] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(x[c], s), __NV_SATFINITE, __NV_E4M3));
+  if (!T.transposed) {
+    if (!real) return;
+    uint4* dst = reinterpret_cast<uint4*>(T.codes + (static_cast<int64_t>(head) * T.n + row) * D);
+#pragma unroll
+    for (int v = 0; v < D / 16; ++v) {
+      uint32_t w[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        w[k] = code[16 * v + 4 * k] | code[16 * v + 4 * k + 1] << 8 |
+               code[16 * v + 4 * k + 2] << 16 | static_cast<uint32_t>(code[16 * v + 4 * k + 3]) << 24;
+      dst[v] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  } else if (row < T.n_pad) {  // a key column of V^T; the padding keys get zeros (not NaN codes)
+    uint8_t* dst = T.codes + static_cast<int64_t>(head) * D * T.n_pad + row;
+#pragma unroll
+    for (int c = 0; c < D; ++c) dst[static_cast<int64_t>(c) * T.n_pad] = real ? code[c] : 0;
+  }
+}
+
+// Per tensor, step 2: each slot's amax becomes its scale.
+__global__ void tensor_scales_kernel(float* sq, float* sk, float* sv) {
+  float* slot = threadIdx.x == 0 ? sq : threadIdx.x == 1 ? sk : sv;
+  *slot = scale_of(__uint_as_float(*reinterpret_cast<unsigned*>(slot)));
+}
+
+}  // namespace flashlab::cuda::FLASHLAB_FOLDER::fp8_quant
