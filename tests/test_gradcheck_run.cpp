@@ -32,8 +32,9 @@ TEST(Gradcheck, Demo1Bounds) {
       EXPECT_LE(v.max_vs_standard, 1e-13) << v.id;
       EXPECT_LE(v.max_vs_fd, 1e-7) << v.id;
     }
-    EXPECT_EQ(ids, (std::set<std::string>{"naive", "recompute", "atomic-dq", "deterministic-dq",
-                                          "hopper", "hopper-deterministic"}));
+    EXPECT_EQ(
+        ids, (std::set<std::string>{"naive", "recompute", "atomic-dq", "deterministic-dq", "hopper",
+                                    "hopper-deterministic", "ring", "ring-contiguous"}));
   }
 }
 

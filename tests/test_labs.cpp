@@ -257,9 +257,10 @@ TEST(Labs, GradcheckIsWithinTheLectureBounds) {
   const Report r = run_lab("gradcheck");
   EXPECT_TRUE(r.ok);
   const Table& t = table(r, "gradcheck");
-  // causal and not, grouped heads with a window, a packed batch x (standard + 6 CPU backwards:
-  // naive, recompute, atomic-dq, deterministic-dq, hopper, hopper-deterministic)
-  EXPECT_EQ(t.rows.size(), 28u);
+  // causal and not, grouped heads with a window, a packed batch x (standard + 8 CPU backwards:
+  // naive, recompute, atomic-dq, deterministic-dq, hopper, hopper-deterministic, ring,
+  // ring-contiguous)
+  EXPECT_EQ(t.rows.size(), 36u);
   for (size_t i = 0; i < t.rows.size(); ++i) {
     EXPECT_LE(num(t, i, "fwd_O"), 1e-14);
     if (!cell(t, i, "vs_standard").is_null()) {

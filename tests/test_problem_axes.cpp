@@ -303,7 +303,7 @@ TEST(ProblemAxes, ARunWithBothAxesPasses) {
       "--causal --versions all --json -");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("\"Hkv\": 2"), std::string::npos);
-  EXPECT_NE(r.out.find("All 8 version(s) are within their error budget."), std::string::npos)
+  EXPECT_NE(r.out.find("All 10 version(s) are within their error budget."), std::string::npos)
       << r.out;
 }
 

@@ -20,8 +20,9 @@ std::string axes_text(unsigned axes) {
   return s.empty() ? "-" : s;
 }
 
-// The CPU column: the axes, and for the FP8 rung the one dtype it takes.
+// The CPU column: the axes, for the FP8 rung the one dtype it takes, for the ring its ranks.
 std::string takes_text(const VersionInfo& x) {
+  if (x.ring) return axes_text(x.axes) + "; --ranks R";
   if (!x.fp8) return axes_text(x.axes);
   return x.axes ? axes_text(x.axes) + "; --dtype fp8 only" : "--dtype fp8 only";
 }

@@ -12,7 +12,7 @@ namespace flashlab::cli {
 
 namespace {
 
-const std::vector<std::string> kTables = {"errors", "timing", "budget"};
+const std::vector<std::string> kTables = {"errors", "timing", "budget", "ring"};
 
 struct RunArgs {
   std::string versions = "all";
@@ -24,14 +24,14 @@ struct RunArgs {
   double scale = 0;
   uint64_t seed = 0;
   std::string inputs = "normal";
-  int br = 64, bc = 64, threads = 0, splits = 0;
+  int br = 64, bc = 64, threads = 0, splits = 0, ranks = 0;
   int repeats = 3, warmup = 1, bitwise_repeats = 2;
   std::string dump;
   std::string check = "full";
   OutputOptions out;
   CLI::Option *Nq_given = nullptr, *Nk_given = nullptr, *scale_given = nullptr,
               *Hkv_given = nullptr, *B_given = nullptr, *N_given = nullptr,
-              *page_size_given = nullptr, *splits_given = nullptr;
+              *page_size_given = nullptr, *splits_given = nullptr, *ranks_given = nullptr;
 };
 
 // Turns the arguments into a validated RunConfig: everything is checked before anything big is
@@ -93,6 +93,11 @@ RunConfig make_config(const RunArgs& a) {
     if (a.splits < 1 || a.splits > kMaxKvSplits)
       throw UsageError(fmt::format("--splits must be in 1..{} (got {})", kMaxKvSplits, a.splits));
     c.cpu.splits = a.splits;
+  }
+  if (a.ranks_given->count()) {  // 0 would mean one rank, unasked: given, it is a count
+    if (a.ranks < 1 || a.ranks > kMaxRanks)
+      throw UsageError(fmt::format("--ranks must be in 1..{} (got {})", kMaxRanks, a.ranks));
+    c.cpu.ranks = a.ranks;
   }
   c.repeats = a.repeats;
   c.warmup = a.warmup;
@@ -182,6 +187,12 @@ void register_run(CLI::App& app, Action& action) {
       fmt::format("split-kv: cut each K/V head's keys into this many splits, 1..{} (default: its "
                   "split rule; versions that do not split the keys ignore it)",
                   kMaxKvSplits));
+  a.ranks_given = sub->add_option(
+      "--ranks", a.ranks,
+      fmt::format("ring: run the problem over this many ranks, 1..{} (CPU: threads passing K/V "
+                  "shards round a simulated ring; default 1; versions that do not run over "
+                  "ranks ignore it)",
+                  kMaxRanks));
   sub->add_option("--repeats", a.repeats, "timed runs per version")->capture_default_str();
   sub->add_option("--warmup", a.warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--bitwise-repeats", a.bitwise_repeats,
@@ -204,6 +215,8 @@ void register_run(CLI::App& app, Action& action) {
   flashlab run --seqlens 1,17,128,300 --causal   # a packed batch of four sequences
   flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --page-size 16  # decoding from a paged cache
   flashlab run --Nq 1 --Nk 4096 -H 8 --heads-kv 2 --versions tiled,split-kv --splits 8
+  flashlab run --versions ring,ring-contiguous --ranks 4 -N 1000 --causal --dtype fp64
+               # context parallelism: 4 ranks, zigzag and contiguous shards, bytes per rank
   flashlab run --backend cuda --dtype bf16 --versions split-kv -H 32 --heads-kv 8 --Nq 1
                --Nk 1000000 -d 128 --check sample   # checked on 3 of the 8 (batch, K/V head)
   flashlab run --backend cuda --dtype bf16 -B 4 -H 16 -N 4096 -d 128 --json run.json

@@ -191,6 +191,7 @@ struct CpuOptions {
   int threads = 0;       // 0: OpenMP's default
   bool dry_run = false;  // walk the schedule and count, skip the arithmetic
   int splits = 0;        // a version that splits the keys (split-kv): this many (0: its own rule)
+  int ranks = 0;         // a version that runs over ranks (ring): this many (0: one)
 };
 
 // The most K/V splits a version is asked for (--splits): its combine reads every split's partial

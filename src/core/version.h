@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/problem.h"
+#include "core/ring.h"
 #include "util/error.h"
 
 namespace flashlab {
@@ -91,6 +92,10 @@ struct VersionEntry {
   // is allocated (the CUDA side has its own, cuda::Version::check). Null: it takes every problem
   // its axes and dtypes allow.
   std::string (*cpu_check)(const Problem& p) = nullptr;
+  // A version that runs one problem over R ranks (context parallelism, core/ring.h): its sharding,
+  // its check of R and its counts per rank and step. Only such versions take --ranks. Null for
+  // the others.
+  const RingSpec* ring = nullptr;
 };
 
 // One source file of a version folder and the SHA-256 of its bytes when this binary was built.

@@ -317,6 +317,7 @@ RunConfig parse_run_config(const json& c, std::string& backend) {
   rc.cpu.Bc = static_cast<int>(int_field_or(c, "bc", at, 1, kMaxTile, rc.cpu.Bc));
   rc.cpu.threads = static_cast<int>(int_field_or(c, "threads", at, 0, kMaxThreads, 0));
   rc.cpu.splits = static_cast<int>(int_field_or(c, "splits", at, 1, kMaxKvSplits, 0));
+  rc.cpu.ranks = static_cast<int>(int_field_or(c, "ranks", at, 1, kMaxRanks, 0));
   return rc;
 }
 

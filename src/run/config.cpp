@@ -66,6 +66,7 @@ json config_json(const RunConfig& c) {
   }
   if (p.shape.paged()) j["page_size"] = p.shape.page_size;
   if (c.cpu.splits > 0) j["splits"] = c.cpu.splits;
+  if (c.cpu.ranks > 0) j["ranks"] = c.cpu.ranks;
   if (!c.dump_dir.empty()) j["dump"] = c.dump_dir;
   j["check"] = c.sample_check ? "sample" : "full";
   return j;

@@ -171,6 +171,41 @@ std::string kv_splits_note(const VersionInfo& v, const RunConfig& c) {
                      hi == 1 ? ": one split writes O and LSE itself, with no combine pass" : "");
 }
 
+// A version that runs over ranks (ring): what each rank sent and computed at each step, counted
+// by walking its schedule (the twin's dry run: tests hold its real runs to the same counts), rows
+// of the "ring" table; and a line per version: each rank's bytes against the closed form, and the
+// idle share of the ranks' compute (a step lasts as long as its busiest rank).
+std::string ring_note(const VersionInfo& v, const RingCounts& rc, Table& table) {
+  const int R = rc.ranks;
+  bool match = true;
+  std::vector<int64_t> fwd, bwd;
+  double busy = 0, spans = 0;
+  for (int r = 0; r < R; ++r) {
+    fwd.push_back(row_sum(rc.fwd_bytes[r]));
+    bwd.push_back(row_sum(rc.bwd_kv_bytes[r]) + row_sum(rc.bwd_grad_bytes[r]));
+    match = match && fwd.back() == rc.fwd_closed[r] && bwd.back() == rc.bwd_closed[r];
+    for (int t = 0; t < R; ++t)
+      table.rows.push_back({v.id, r, t, rc.fwd_bytes[r][t], rc.bwd_kv_bytes[r][t],
+                            rc.bwd_grad_bytes[r][t], rc.fwd_flops[r][t], rc.bwd_flops[r][t]});
+  }
+  for (int t = 0; t < R; ++t) {
+    int64_t most = 0;
+    for (int r = 0; r < R; ++r) {
+      const int64_t f = rc.fwd_flops[r][t] + rc.bwd_flops[r][t];
+      most = std::max(most, f);
+      busy += static_cast<double>(f);
+    }
+    spans += static_cast<double>(most) * R;
+  }
+  const double idle = spans > 0 ? 1.0 - busy / spans : 0.0;
+  return fmt::format(
+      "{} ran on {} rank{} ({} shards of {} query rows): bytes sent per rank, forward {}, backward "
+      "{}; {} the closed form (kernels/09_ring/README.md). Counted compute idles {:.1f} % of the "
+      "ranks' time (each step waits for its busiest rank).",
+      v.id, R, R == 1 ? "" : "s", rc.sharding, fmt::join(rc.rows, ", "), fmt::join(fwd, ", "),
+      fmt::join(bwd, ", "), match ? "each equal to" : "NOT equal to", 100.0 * idle);
+}
+
 }  // namespace
 
 // O and LSE for the backward-only versions: the registry's feeding forward (tiled) on the same
@@ -403,6 +438,23 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
     budget.rows.push_back({o.output, o.lowp_rel, o.rounded_rel, o.floor_rel, o.budget_rel});
 
   rep.tables = {errors, timing, budget};
+  Table ring{"ring",
+             "Ring: bytes each rank sends and matmul FLOPs it computes at each step (counted)",
+             {{"version", "version", "", ""},
+              {"rank", "rank", "", ""},
+              {"step", "step", "", ""},
+              {"fwd_bytes", "fwd K,V sent", "B", "count"},
+              {"bwd_kv_bytes", "bwd K,V sent", "B", "count"},
+              {"bwd_grad_bytes", "bwd dK,dV sent", "B", "count"},
+              {"fwd_flops", "fwd FLOP", "FLOP", "count"},
+              {"bwd_flops", "bwd FLOP", "FLOP", "count"}},
+             {}};
+  std::vector<std::string> ring_notes;
+  if (c.backend == Backend::cpu)
+    for (const VersionOutcome& v : r.versions)
+      if (v.version->ring && v.not_implemented.empty() && !p.shape.packed())
+        ring_notes.push_back(ring_note(*v.version, v.version->ring->counts(p, c.cpu), ring));
+  if (!ring.rows.empty()) rep.tables.push_back(ring);
 
   int failing = 0;
   for (const VersionOutcome& v : r.versions) {
@@ -431,6 +483,7 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   for (const VersionOutcome& v : r.versions)
     if (v.version->kv_splits && v.not_implemented.empty())
       rep.observations.push_back(kv_splits_note(*v.version, c));
+  for (const std::string& n : ring_notes) rep.observations.push_back(n);
   bool any_bwd_only = false;
   for (const VersionOutcome& v : r.versions) any_bwd_only = any_bwd_only || !v.has_fwd;
   if (any_bwd_only)

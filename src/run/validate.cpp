@@ -82,6 +82,20 @@ void check_splits(int splits, const std::vector<const VersionInfo*>& selected) {
       ids.empty() ? "no version of this build does" : ids));
 }
 
+void check_ranks(int ranks, const std::vector<const VersionInfo*>& selected) {
+  if (ranks == 0) return;
+  check_range("--ranks", ranks, 1, kMaxRanks);
+  for (const VersionInfo* v : selected)
+    if (v->ring) return;
+  std::string ids;
+  for (const VersionInfo& v : versions())
+    if (v.ring) ids += (ids.empty() ? "" : ", ") + std::string(v.id);
+  throw UsageError(fmt::format(
+      "--ranks sets how many ranks a version that runs one problem over a ring of ranks uses ({}), "
+      "and --versions selects none",
+      ids.empty() ? "no version of this build does" : ids));
+}
+
 std::vector<const VersionInfo*> parse_versions(const std::string& list) {
   std::vector<bool> chosen(versions().size(), false);
   if (list == "all") {  // the ladder; the exercises are chosen by id
@@ -250,6 +264,7 @@ void validate_run(const RunConfig& c) {
     if (!why.empty()) throw UsageError(why);
   }
   check_splits(c.cpu.splits, c.versions);
+  check_ranks(c.cpu.ranks, c.versions);
   if (c.sample_check) {
     if (s.packed())
       throw UsageError("--check sample slices a dense or paged batch by (batch, K/V head); "
@@ -284,6 +299,11 @@ void validate_run(const RunConfig& c) {
     for (const VersionInfo* v : c.versions)
       if (v->cpu_check) {
         const std::string why = v->cpu_check(p);
+        if (!why.empty()) throw UsageError(fmt::format("version '{}': {}", v->id, why));
+      }
+    for (const VersionInfo* v : c.versions)
+      if (v->ring) {
+        const std::string why = v->ring->check(p, c.cpu.ranks > 0 ? c.cpu.ranks : 1);
         if (!why.empty()) throw UsageError(fmt::format("version '{}': {}", v->id, why));
       }
     check_range("--br (CPU tile rows)", c.cpu.Br, 1, kMaxTile);

@@ -72,7 +72,11 @@ void check_paged(const Problem& p);
 // (VersionEntry::kv_splits); the others ignore it. 0: not given.
 void check_splits(int splits, const std::vector<const VersionInfo*>& selected);
 
-// Shape, scale, tiles, threads, repeats, splits; on cuda also each version's own check().
+// --ranks (CpuOptions::ranks): in 1..kMaxRanks, and some selected version runs over ranks
+// (VersionEntry::ring); the others ignore it. 0: not given.
+void check_ranks(int ranks, const std::vector<const VersionInfo*>& selected);
+
+// Shape, scale, tiles, threads, repeats, splits, ranks; on cuda also each version's own check().
 void validate_run(const RunConfig& c);
 
 // Host memory (run_host_bytes, and device memory on cuda) against what is available. UsageError
