@@ -84,7 +84,8 @@ std::vector<Case> axes_cases() {
   });
 }
 
-void match_reference(const Case& c) {
+// may_refuse: a refusal naming it leaves a version out (the d = 256 matrix: "head dim").
+void match_reference(const Case& c, const char* may_refuse = nullptr) {
   const Problem p = gpu_test::problem_of(c);
   const uint64_t seed = 1000 + static_cast<uint64_t>(c.Nq * 7 + c.Nk * 13 + c.d + c.causal +
                                                      c.H * 17 + c.Hkv * 19 + c.window_left * 23 +
@@ -101,7 +102,8 @@ void match_reference(const Case& c) {
                                    .no_feed = "no CUDA tiled forward to feed ",
                                    .feed_axes = 0,
                                    .deterministic_repeats = 1,
-                                   .log_repeatable = false};
+                                   .log_repeatable = false,
+                                   .may_refuse = may_refuse};
   int tested = 0;
   gpu_test::check_every_version(p, in, e, case_name(c), loop, tested);
   if (::testing::Test::HasFatalFailure()) return;
@@ -124,7 +126,7 @@ class CudaVersionsD256 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaVersionsD256, MatchFp64ReferenceWithinBudget) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
-  match_reference(GetParam());
+  match_reference(GetParam(), "head dim");  // tiled's forward at least: tested > 0
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDim256, CudaVersionsD256, ::testing::ValuesIn(d256_cases()),
