@@ -110,13 +110,14 @@ Report decode(const LabOptions& o) {
   // The launch alone: an empty kernel of the 1 x 8 points' grid (128 blocks of 128 threads), with
   // no shared memory and with split-kv's.
   double empty_ms = 0, empty_smem_ms = 0;
+  std::string empty_why;  // why the empty kernel was not timed, if it was not
   if (measure) {
     try {
       empty_ms = cuda::time_empty_kernel(128, 128, 0).ms;
       empty_smem_ms = cuda::time_empty_kernel(128, 128, kSplitSmem).ms;
     } catch (const std::exception& e) {
       empty_ms = empty_smem_ms = 0;
-      ceiling_how += std::string(ceiling_how.empty() ? "" : "; ") + e.what();
+      empty_why = e.what();
     }
   }
 
@@ -281,6 +282,9 @@ Report decode(const LabOptions& o) {
                       tiny.kv_bytes / (tiny.ms_plain * 1e-3) / 1e12, big.kv_bytes / 1e6,
                       big.kv_bytes / (big.ms_plain * 1e-3) / 1e12, tiny.ms / tiny.ms_plain,
                       big.ms / big.ms_plain));
+    if (!empty_why.empty())
+      r.observations.push_back(tr(o, "The empty kernel was not timed: ", "空内核没有测到：") +
+                               empty_why);
     if (!all_finite)
       r.observations.push_back(tr(o, "FAIL: some O held NaN or Inf.", "失败：有的 O 含 NaN 或 Inf。"));
   } else {
