@@ -15,7 +15,9 @@
 //   Q8      B H Nq d bytes            [B H][Nq][d]
 //   K8      B Hkv Nk d bytes          [B Hkv][Nk][d]
 //   V8^T    B Hkv d Nk16 bytes        [B Hkv][d][Nk16], Nk16 = Nk rounded up to 16 (the copy
-//                                     engine's row stride unit; the extra keys are zeros)
+//                                     engine's row stride unit; the extra keys are zeros), the
+//                                     keys of each 16 permuted for P's operand (quant.cuh:
+//                                     v_column)
 //   scales  fp32: sQ [B H][ceil(Nq/128)], sK and sV [B Hkv][ceil(Nk/128)]; per tensor: 3 floats
 //
 // Limits: sm_90a only; --dtype fp8 only (bf16 inputs and O); head dims 64 and 128; dense batches

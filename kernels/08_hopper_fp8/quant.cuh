@@ -12,7 +12,8 @@
 //
 //   Q, K: codes row-major, [B H or B Hkv][N][d], as the rows came.
 //   V:    codes transposed, [B Hkv][d][Nk16] (Nk16 = Nk rounded up to 16 bytes, the copy engine's
-//         stride unit; the keys from Nk to Nk16 hold zeros).
+//         stride unit; the keys from Nk to Nk16 hold zeros), the keys of each 16 in the order the
+//         forward's P operand has them (v_column below).
 //
 // Why V is transposed here and not in the forward: an 8-bit wgmma reads both operands K-major
 // (no transpose bits for e4m3), and in O += P V the reduction runs over the keys, so V's tile must
@@ -59,6 +60,18 @@ enum Mode : int {
   kTensorAmax = 1,   // per tensor, step 1: every block's amax folded into the tensor's slot
   kTensorCodes = 2,  // per tensor, step 3: codes with the tensor's scale
 };
+
+// The column of V^T that holds key `key`. Within each 16 keys, the forward's P operand (8-bit A
+// from registers: fwd_kernel.cuh) puts in a thread's register the keys 2q, 2q+1, 8+2q, 9+2q -- the
+// ones its accumulator holds -- at the k-columns 4q .. 4q+3. So key 2q + e goes to column 4q + e and
+// key 8 + 2q + e to column 4q + 2 + e (e = 0, 1): k -> 4 ((k mod 8) / 2) + (k mod 2) + 2 (k / 8).
+__host__ __device__ constexpr int v_column(int key) {
+  const int k = key & 15;
+  return (key & ~15) | (k & 6) << 1 | (k & 1) | (k & 8) >> 2;
+}
+static_assert(v_column(0) == 0 && v_column(1) == 1 && v_column(8) == 2 && v_column(9) == 3 &&
+                  v_column(2) == 4 && v_column(15) == 15 && v_column(23) == 16 + 13,
+              "the P operand's key order");
 
 __device__ __forceinline__ float scale_of(float amax) {
   return amax > 0.f ? __fdiv_rn(amax, kE4m3Max) : 1.f;
@@ -166,7 +179,7 @@ __global__ void __launch_bounds__(kRows) quant_kernel(const __grid_constant__ Pa
       dst[v] = make_uint4(w[0], w[1], w[2], w[3]);
     }
   } else if (row < T.n_pad) {  // a key column of V^T; the padding keys get zeros (not NaN codes)
-    uint8_t* dst = T.codes + static_cast<int64_t>(head) * D * T.n_pad + row;
+    uint8_t* dst = T.codes + static_cast<int64_t>(head) * D * T.n_pad + v_column(row);
 #pragma unroll
     for (int c = 0; c < D; ++c) dst[static_cast<int64_t>(c) * T.n_pad] = real ? code[c] : 0;
   }

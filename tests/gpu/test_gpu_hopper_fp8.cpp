@@ -246,11 +246,19 @@ TEST(CudaHopperFp8Quantization, CodesAndScalesAreTheTwins) {
       const TwinCodes tv = twin_codes(in.V, s.kv_head_count(), s.Nk, d, false, blocks);
       expect_codes("Q", std::vector<uint8_t>(ws.begin(), ws.begin() + k8), tq, rotate);
       expect_codes("K", std::vector<uint8_t>(ws.begin() + k8, ws.begin() + vt8), tk, rotate);
-      std::vector<uint8_t> v_rows(kv);  // V8^T back to [B Hkv][Nk][d]; the padding keys are 0
+      // V8^T back to [B Hkv][Nk][d]; the padding keys are 0. Key k sits at column v_column(k):
+      // within each 16, key 2q + e at 4q + e and key 8 + 2q + e at 4q + 2 + e (quant.cuh, the
+      // order of the forward's P operand), written out again here so that a change on either
+      // side shows.
+      const auto v_column = [](int64_t k) {
+        const int64_t r = k % 16;
+        return k - r + 4 * ((r % 8) / 2) + r % 2 + 2 * (r / 8);
+      };
+      std::vector<uint8_t> v_rows(kv);
       for (int64_t h = 0; h < s.kv_head_count(); ++h)
         for (int64_t c = 0; c < d; ++c)
           for (int64_t k = 0; k < nk16; ++k) {
-            const uint8_t code = ws[vt8 + static_cast<size_t>((h * d + c) * nk16 + k)];
+            const uint8_t code = ws[vt8 + static_cast<size_t>((h * d + c) * nk16 + v_column(k))];
             if (k < s.Nk)
               v_rows[static_cast<size_t>((h * s.Nk + k) * d + c)] = code;
             else

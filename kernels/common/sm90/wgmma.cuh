@@ -83,6 +83,12 @@ __device__ void wgmma_ss_tt(float (&d)[N / 2], uint64_t a, uint64_t b, int scale
 // 16-bit type: the same descriptors serve.
 template <int N>
 __device__ void wgmma_ss_e4m3(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d);
+// The same with A (64 x 32 codes) from four registers of four codes each: a[k] holds the codes of
+// k-columns 4q .. 4q+3 (k = 0, 1) or 16 + 4q .. 19 + 4q (k = 2, 3) of rows g (k even) and g + 8
+// (k odd), the lowest byte first. Where a 16-bit A register holds two neighbouring columns, an
+// 8-bit one holds four: an accumulator (pairs of columns 8 apart) is not this operand as it is.
+template <int N>
+__device__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int scale_d);
 
 // Descriptor of a K-major operand whose rows are 64 bytes, stored with the 64-byte swizzle (the
 // 16-byte chunk c of row r at chunk c ^ ((r / 2) mod 4), as the copy engine writes it): 8-row
