@@ -275,11 +275,14 @@ struct Consumer {
       sm90::pin(s);
       sm90::mbar_arrive(k_empty() + st);
       softmax(j, f_q * sk, alpha);
+      // The softmax is ordinary code: without this the compiler may schedule the wait for P V
+      // first, and the softmax would no longer run under the product.
+      sm90::pin(s);
       sm90::wgmma_wait<0>();
       sm90::pin(o);
       sm90::pin(pf);  // P8 of the last block is read by then: pack_p may overwrite it
       sm90::mbar_arrive(v_empty() + prev);
-      const float to_sv = sv_now / sv;
+      const float to_sv = __fdividef(sv_now, sv);  // the fast division: no slow path per block
       sv_now = sv;
 #pragma unroll
       for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1] * to_sv;
