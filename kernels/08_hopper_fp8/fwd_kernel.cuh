@@ -193,10 +193,16 @@ struct Consumer {
     if (masked) apply_mask(j);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float mx = -INFINITY;
+      // The row's max as a tree (depth 5, not a chain of 32 dependent steps).
+      float v[NS / 4];
 #pragma unroll
-      for (int k = 0; k < NS / 4; ++k) mx = fmaxf(mx, fmaxf(s[4 * k + 2 * h], s[4 * k + 2 * h + 1]));
-      mx = quad_max(mx);
+      for (int k = 0; k < NS / 4; ++k) v[k] = fmaxf(s[4 * k + 2 * h], s[4 * k + 2 * h + 1]);
+      static_assert(NS / 4 == 16, "the tree below folds 16 pairs");
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = fmaxf(v[k], v[k + 8]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = fmaxf(v[k], v[k + 4]);
+      const float mx = quad_max(fmaxf(fmaxf(v[0], v[2]), fmaxf(v[1], v[3])));
       const float m_new = fmaxf(m[h], mx * f);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
       alpha[h] = fast_exp2(m[h] - m_use);

@@ -4,11 +4,13 @@
 //
 //   one CTA = one block of 128 rows of one head of one tensor; one thread = one row
 //
-//     load the row (d bf16)  ->  fp32 x[d] in registers
+//     the block's rows in by contiguous 16-byte pieces through shared memory
+//     each thread: its row (d bf16) -> fp32 x[d] in registers
 //     hopper-fp8, Q and K:      x <- H D x / sqrt(d)   (signs D from the twin's seed, then the
 //                               d log2 d butterflies of the Walsh-Hadamard transform, in fp32)
 //     amax of the block      ->  s = amax / 448 (1 for a block of zeros)
 //     code = e4m3(x / s)        (round to nearest even, saturating: the hardware's cvt)
+//     the codes out through shared memory, by contiguous 16-byte pieces (V^T: transposed there)
 //
 //   Q, K: codes row-major, [B H or B Hkv][N][d], as the rows came.
 //   V:    codes transposed, [B Hkv][d][Nk16] (Nk16 = Nk rounded up to 16 bytes, the copy engine's
@@ -117,21 +119,43 @@ __device__ __forceinline__ float block_max(float v) {
   return v;
 }
 
+// Shared memory of one CTA: the block's bf16 rows on the way in, its codes on the way out. A row
+// is padded by 16 bytes, so that the 128 threads reading (or writing) one row each start 4 banks
+// apart and every access is whole 16-byte lanes without conflicts.
+template <int D>
+struct Staging {
+  static constexpr int kIn = 2 * D + 16;       // a bf16 row
+  static constexpr int kOut = D + 16;          // a row of codes (Q, K)
+  static constexpr int kOutT = kRows + 16;     // a row of V^T: the block's 128 keys
+  static constexpr int kBytes = kRows * kIn;   // the largest of the three uses
+  static_assert(kRows * kOut <= kBytes && D * kOutT <= kBytes, "one buffer serves all three");
+};
+
 template <int D, int kMode>
 __global__ void __launch_bounds__(kRows) quant_kernel(const __grid_constant__ Params p) {
+  using S = Staging<D>;
   const Tensor& T = p.t[blockIdx.y];
   const int blocks = (T.n + kRows - 1) / kRows;
   if (static_cast<int>(blockIdx.x) >= T.heads * blocks) return;  // a shorter tensor's grid
   const int head = blockIdx.x / blocks, block = blockIdx.x % blocks;
-  const int row = block * kRows + threadIdx.x;
-  const bool real = row < T.n;
+  const int t = threadIdx.x;
+  const int rows = min(kRows, T.n - block * kRows);  // real rows of the block
+  const bool real = t < rows;
+  __shared__ alignas(16) unsigned char buf[S::kBytes];
 
+  // The block's rows come in as contiguous 16-byte pieces (its rows are contiguous in memory),
+  // then each thread takes its own row from shared memory.
+  constexpr int kPieces = D / 8;  // 16-byte pieces of a bf16 row
+  const uint4* src = reinterpret_cast<const uint4*>(
+      T.src + (static_cast<int64_t>(head) * T.n + static_cast<int64_t>(block) * kRows) * D);
+  for (int i = t; i < rows * kPieces; i += kRows)
+    *reinterpret_cast<uint4*>(buf + (i / kPieces) * S::kIn + (i % kPieces) * 16) = src[i];
+  __syncthreads();
   float x[D];
   if (real) {
-    const uint4* src = reinterpret_cast<const uint4*>(T.src + (static_cast<int64_t>(head) * T.n + row) * D);
 #pragma unroll
-    for (int v = 0; v < D / 8; ++v) {
-      const uint4 w = src[v];
+    for (int v = 0; v < kPieces; ++v) {
+      const uint4 w = *reinterpret_cast<const uint4*>(buf + t * S::kIn + v * 16);
       const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -153,22 +177,22 @@ __global__ void __launch_bounds__(kRows) quant_kernel(const __grid_constant__ Pa
     float amax = 0.f;
 #pragma unroll
     for (int c = 0; c < D; ++c) amax = fmaxf(amax, fabsf(x[c]));
-    amax = block_max(amax);
+    amax = block_max(amax);  // its barrier also ends every thread's reads of the rows above
     if constexpr (kMode == kTensorAmax) {
-      if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned*>(T.scales), __float_as_uint(amax));
+      if (t == 0) atomicMax(reinterpret_cast<unsigned*>(T.scales), __float_as_uint(amax));
       return;
     }
     s = scale_of(amax);
-    if (threadIdx.x == 0) T.scales[head * blocks + block] = s;
+    if (t == 0) T.scales[head * blocks + block] = s;
   }
+  if constexpr (kMode == kTensorCodes) __syncthreads();  // no block_max: the reads end here
 
   uint8_t code[D];
 #pragma unroll
   for (int c = 0; c < D; ++c)
     code[c] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(x[c], s), __NV_SATFINITE, __NV_E4M3));
   if (!T.transposed) {
-    if (!real) return;
-    uint4* dst = reinterpret_cast<uint4*>(T.codes + (static_cast<int64_t>(head) * T.n + row) * D);
+    // Each thread writes its row of codes, then the block's rows leave as contiguous pieces.
 #pragma unroll
     for (int v = 0; v < D / 16; ++v) {
       uint32_t w[4];
@@ -176,12 +200,27 @@ __global__ void __launch_bounds__(kRows) quant_kernel(const __grid_constant__ Pa
       for (int k = 0; k < 4; ++k)
         w[k] = code[16 * v + 4 * k] | code[16 * v + 4 * k + 1] << 8 |
                code[16 * v + 4 * k + 2] << 16 | static_cast<uint32_t>(code[16 * v + 4 * k + 3]) << 24;
-      dst[v] = make_uint4(w[0], w[1], w[2], w[3]);
+      *reinterpret_cast<uint4*>(buf + t * S::kOut + v * 16) = make_uint4(w[0], w[1], w[2], w[3]);
     }
-  } else if (row < T.n_pad) {  // a key column of V^T; the padding keys get zeros (not NaN codes)
-    uint8_t* dst = T.codes + static_cast<int64_t>(head) * D * T.n_pad + v_column(row);
+    __syncthreads();
+    uint4* dst = reinterpret_cast<uint4*>(
+        T.codes + (static_cast<int64_t>(head) * T.n + static_cast<int64_t>(block) * kRows) * D);
+    for (int i = t; i < rows * (D / 16); i += kRows)
+      dst[i] = *reinterpret_cast<const uint4*>(buf + (i / (D / 16)) * S::kOut + (i % (D / 16)) * 16);
+  } else {
+    // V^T: thread t's codes are column v_column(t) of the block's d rows of 128 keys (the
+    // padding keys' codes are 0: their x are 0); each row leaves as contiguous pieces, as far as
+    // the row's length Nk16 reaches.
 #pragma unroll
-    for (int c = 0; c < D; ++c) dst[static_cast<int64_t>(c) * T.n_pad] = real ? code[c] : 0;
+    for (int c = 0; c < D; ++c) buf[c * S::kOutT + v_column(t)] = code[c];
+    __syncthreads();
+    const int keys = min(kRows, T.n_pad - block * kRows);  // a multiple of 16
+    uint8_t* dst = T.codes + static_cast<int64_t>(head) * D * T.n_pad + block * kRows;
+    for (int i = t; i < D * (keys / 16); i += kRows) {
+      const int c = i / (keys / 16), piece = i % (keys / 16);
+      *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(c) * T.n_pad + piece * 16) =
+          *reinterpret_cast<const uint4*>(buf + c * S::kOutT + piece * 16);
+    }
   }
 }
 
