@@ -72,6 +72,8 @@ constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
 // Named barriers: kTurnBarrier + w is "consumer w's turn on the tensor cores" (0 is
 // __syncthreads).
 constexpr uint32_t kTurnBarrier = 1;
+// The consumers take turns on the tensor cores (off: each issues whenever it is ready).
+constexpr bool kPingpong = true;
 
 struct FwdParams {
   CUtensorMap q_map;   // Q8 [B H][Nq][d], boxes d x Br
@@ -145,8 +147,12 @@ struct Consumer {
 
   static __device__ uint32_t parity(int it) { return (it / kStages) & 1; }
 
-  __device__ void take_turn() const { sm90::named_sync(kTurnBarrier + cw, 256); }
-  __device__ void pass_turn() const { sm90::named_arrive(kTurnBarrier + (cw + 1) % kConsumers, 256); }
+  __device__ void take_turn() const {
+    if constexpr (kPingpong) sm90::named_sync(kTurnBarrier + cw, 256);
+  }
+  __device__ void pass_turn() const {
+    if constexpr (kPingpong) sm90::named_arrive(kTurnBarrier + (cw + 1) % kConsumers, 256);
+  }
 
   // S = Q8 K8^T: 64 x Bc, d / 32 steps of k32, both operands K-major in shared memory.
   __device__ void issue_s(int stage) {
@@ -168,6 +174,14 @@ struct Consumer {
       sm90::wgmma_rs_e4m3<D>(o, a, sm90::smem_desc(v_base + 32 * kk), 1);
     }
     sm90::wgmma_commit();
+  }
+
+  // O *= the factor of its row. Pinned first, so that the products run after S is issued: the
+  // rescale then sits in the turn, under S, and off the path from the softmax to the next turn.
+  __device__ void rescale_o(const float (&f)[2]) {
+    sm90::pin(o);
+#pragma unroll
+    for (int i = 0; i < NO; ++i) o[i] *= f[(i >> 1) & 1];
   }
 
   // Keys a row may not see get -inf: past Nk, past the row's causal diagonal. Element i of the
@@ -245,11 +259,12 @@ struct Consumer {
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
     float alpha[2];
+    float resc[2] = {0.f, 0.f};  // O's factors before the next P V: 2^(m - m') sV_{j+1} / sV_j
     // The scales of the block in hand and of the next (loaded one block ahead).
     float sk = scale_k(last), sv_now = scale_v(last);
     float sk_next = n > 1 ? scale_k(last - 1) : 1.f, sv_next = n > 1 ? scale_v(last - 1) : 1.f;
 
-    if (cw == kConsumers - 1) sm90::named_arrive(kTurnBarrier + 0, 256);  // opens the first turn
+    if (kPingpong && cw == kConsumers - 1) sm90::named_arrive(kTurnBarrier + 0, 256);  // opens
     sm90::mbar_wait(q_full(), 0);
     // The first block of the visiting order: S alone.
     sm90::mbar_wait(k_full(), 0);
@@ -275,6 +290,8 @@ struct Consumer {
       take_turn();
       sm90::wgmma_fence();
       issue_s(st);
+      rescale_o(resc);  // while S runs: the last softmax's factors, before P V reads O
+      sm90::wgmma_fence();
       issue_pv(prev);
       pass_turn();
       sm90::wgmma_wait<1>();  // S of this block is done; P V of the last one may still run
@@ -290,21 +307,22 @@ struct Consumer {
       sm90::mbar_arrive(v_empty() + prev);
       const float to_sv = __fdividef(sv_now, sv);  // the fast division: no slow path per block
       sv_now = sv;
-#pragma unroll
-      for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1] * to_sv;
+      resc[0] = alpha[0] * to_sv;
+      resc[1] = alpha[1] * to_sv;
       pack_p();
     }
     // P V of the last block.
     const int st = (n - 1) % kStages;
     sm90::mbar_wait(v_full() + st, parity(n - 1));
     take_turn();
+    rescale_o(resc);
     sm90::wgmma_fence();
     issue_pv(st);
     pass_turn();
     sm90::wgmma_wait<0>();
     sm90::pin(o);
     sm90::mbar_arrive(v_empty() + st);
-    if (cw == 0) sm90::named_sync(kTurnBarrier + 0, 256);  // the turn passed to it last
+    if (kPingpong && cw == 0) sm90::named_sync(kTurnBarrier + 0, 256);  // the last turn passed
 
     // Epilogue: O sV / l (l holds 2^8 sum P) to bf16, LSE = (m - 8) ln 2 + ln l; rows past Nq
     // are not stored.
