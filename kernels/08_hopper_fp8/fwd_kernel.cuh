@@ -62,13 +62,18 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::fp8_fwd {
 
-constexpr int Br = 128, Bc = 128;  // the twin's tiles: also the blocks of the scales
+constexpr int Bc = 128;            // the twin's K/V blocks: also the blocks of their scales
+constexpr int kQBlock = 128;       // the blocks of Q's scales
 constexpr int kStages = 4;         // K and V rings
 constexpr int kConsumers = 2;      // warpgroups of 64 rows
+constexpr int Br = 64 * kConsumers;  // query rows a CTA (each row's numbers do not depend on it)
 constexpr int kThreads = 128 * (1 + kConsumers);
+// Two consumers hold S and O and P together, and run the softmax of one block under the P V of
+// the last (240 registers); three have 160, so each waits for its P V before its next S.
+constexpr bool kOverlap = kConsumers == 2;
 constexpr float kPShiftLog2 = 8.f;  // P is rounded as 2^8 P (cpu.cpp: why)
 // Registers a thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536.
-constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
+constexpr uint32_t kProducerRegs = 24, kConsumerRegs = kConsumers == 2 ? 240 : 160;
 // Named barriers: kTurnBarrier + w is "consumer w's turn on the tensor cores" (0 is
 // __syncthreads).
 constexpr uint32_t kTurnBarrier = 1;
@@ -251,9 +256,86 @@ struct Consumer {
   __device__ float scale_k(int j) const { return p.sk[p.per_tensor ? 0 : kvh * p.k_blocks + j]; }
   __device__ float scale_v(int j) const { return p.sv[p.per_tensor ? 0 : kvh * p.k_blocks + j]; }
 
+  // Without the overlap (three consumers): S, its softmax, then P V, each waited for; the turns
+  // go round the three warpgroups twice a block (S, then P V), so that the others' products run
+  // while one does its softmax.
+  __device__ void run_plain(float f_q) {
+    const int n = last + 1;
+#pragma unroll
+    for (int i = 0; i < NO; ++i) o[i] = 0.f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+    float alpha[2];
+    float sv_now = scale_v(last);
+    if (kPingpong && cw == kConsumers - 1) sm90::named_arrive(kTurnBarrier + 0, 256);  // opens
+    sm90::mbar_wait(q_full(), 0);
+    for (int it = 0; it < n; ++it) {
+      const int j = last - it, st = it % kStages;
+      const float sk = scale_k(j), sv = scale_v(j);
+      sm90::mbar_wait(k_full() + st, parity(it));
+      take_turn();
+      sm90::wgmma_fence();
+      issue_s(st);
+      pass_turn();
+      sm90::wgmma_wait<0>();
+      sm90::pin(s);
+      sm90::mbar_arrive(k_empty() + st);
+      softmax(j, f_q * sk, alpha);
+      const float to_sv = __fdividef(sv_now, sv);
+      sv_now = sv;
+      float f[2] = {alpha[0] * to_sv, alpha[1] * to_sv};
+      rescale_o(f);
+      pack_p();
+      sm90::mbar_wait(v_full() + st, parity(it));
+      take_turn();
+      sm90::wgmma_fence();
+      issue_pv(st);
+      pass_turn();
+      sm90::wgmma_wait<0>();
+      sm90::pin(o);
+      sm90::pin(pf);
+      sm90::mbar_arrive(v_empty() + st);
+    }
+    if (kPingpong && cw == 0) sm90::named_sync(kTurnBarrier + 0, 256);  // the last turn passed
+    epilogue(sv_now);
+  }
+
+  // O sV / l (l holds 2^8 sum P) to bf16, LSE = (m - 8) ln 2 + ln l; rows past Nq are not
+  // stored.
+  __device__ void epilogue(float sv_now) {
+    constexpr float kLn2 = 0.6931471805599453f;
+    const int lane = t % 32;
+    const int row_lo = q0 + 64 * cw + 16 * (t / 32) + lane / 4;
+    const int qh = blockIdx.y;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float lt = quad_sum(l[h]);
+      const int row = row_lo + 8 * h;
+      const float inv = lt > 0.f ? sv_now / lt : 0.f;
+      if (row < p.Nq) {
+        __nv_bfloat16* out = p.o + (static_cast<int64_t>(qh) * p.Nq + row) * D;
+#pragma unroll
+        for (int i = 2 * h; i < NO; i += 4) {
+          const int col = 8 * (i >> 2) + 2 * (lane % 4);
+          *reinterpret_cast<__nv_bfloat162*>(out + col) =
+              __floats2bfloat162_rn(o[i] * inv, o[i + 1] * inv);
+        }
+        if (lane % 4 == 0)
+          p.lse[static_cast<int64_t>(qh) * p.Nq + row] =
+              lt > 0.f ? (m[h] - kPShiftLog2) * kLn2 + logf(lt) : -INFINITY;
+      }
+    }
+  }
+
   __device__ void run() {
     const int n = last + 1;
-    const float f_q = p.scale_log2 * p.sq[p.per_tensor ? 0 : blockIdx.y * p.q_blocks + blockIdx.x];
+    // The Q scale of the warpgroup's rows (rows past Nq take the last block's: never stored).
+    const int q_scale_block = min((q0 + 64 * cw) / kQBlock, p.q_blocks - 1);
+    const float f_q = p.scale_log2 * p.sq[p.per_tensor ? 0 : blockIdx.y * p.q_blocks + q_scale_block];
+    if constexpr (!kOverlap) {
+      run_plain(f_q);
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < NO; ++i) o[i] = 0.f;
     m[0] = m[1] = -INFINITY;
@@ -324,30 +406,7 @@ struct Consumer {
     sm90::mbar_arrive(v_empty() + st);
     if (kPingpong && cw == 0) sm90::named_sync(kTurnBarrier + 0, 256);  // the last turn passed
 
-    // Epilogue: O sV / l (l holds 2^8 sum P) to bf16, LSE = (m - 8) ln 2 + ln l; rows past Nq
-    // are not stored.
-    constexpr float kLn2 = 0.6931471805599453f;
-    const int lane = t % 32;
-    const int row_lo = q0 + 64 * cw + 16 * (t / 32) + lane / 4;
-    const int qh = blockIdx.y;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float lt = quad_sum(l[h]);
-      const int row = row_lo + 8 * h;
-      const float inv = lt > 0.f ? sv_now / lt : 0.f;
-      if (row < p.Nq) {
-        __nv_bfloat16* out = p.o + (static_cast<int64_t>(qh) * p.Nq + row) * D;
-#pragma unroll
-        for (int i = 2 * h; i < NO; i += 4) {
-          const int col = 8 * (i >> 2) + 2 * (lane % 4);
-          *reinterpret_cast<__nv_bfloat162*>(out + col) =
-              __floats2bfloat162_rn(o[i] * inv, o[i + 1] * inv);
-        }
-        if (lane % 4 == 0)
-          p.lse[static_cast<int64_t>(qh) * p.Nq + row] =
-              lt > 0.f ? (m[h] - kPShiftLog2) * kLn2 + logf(lt) : -INFINITY;
-      }
-    }
+    epilogue(sv_now);
   }
 };
 
@@ -423,7 +482,7 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const __grid_constant_
 #endif
 }
 
-// One CTA per (Q block, query head): grid q_blocks x heads (B H <= 65535, cuda.cu checks).
+// One CTA per (Br query rows, query head): grid ceil(Nq / Br) x heads (B H <= 65535, cuda.cu checks).
 template <int D, bool kCausal>
 void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream) {
   constexpr int kSmem = Smem<D>::kLaunchBytes;
@@ -434,7 +493,7 @@ void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream) {
     return true;
   }();
   (void)smem_raised;
-  kernel<<<dim3(p.q_blocks, heads), kThreads, kSmem, stream>>>(p);
+  kernel<<<dim3((p.Nq + Br - 1) / Br, heads), kThreads, kSmem, stream>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }
 
