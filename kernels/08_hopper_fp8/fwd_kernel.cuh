@@ -4,7 +4,8 @@
 // two consumer warpgroups taking turns on the tensor cores, the softmax of one block while the
 // products of the next run).
 //
-// One CTA per (query head, Q block of Br = 128 rows), three warpgroups:
+// One CTA per (query head, Br = 128 query rows), three warpgroups (kConsumers = 3 makes it four,
+// Br = 192, without the overlap: perf.md's step 7 measured it, -2 % at d = 128, +4 % at d = 64):
 //
 //   warpgroup 0, the producer (24 registers a thread; one thread issues every copy):
 //     Q8 once, then for each K/V block of the visiting order (the last block the Q block sees
@@ -16,6 +17,7 @@
 //     wait K_j, V_{j-1}
 //     take the turn                      (the other consumer is in its softmax now)
 //     S   = Q8 K8_j^T                     issued: e4m3 x e4m3, both from shared memory
+//     O  *= r                             the last block's factor, while S runs
 //     O  += P8_{j-1} V8_{j-1}             issued: P8 from registers, V8^T from shared memory
 //     pass the turn
 //     wait for S; release K_j
@@ -23,7 +25,7 @@
 //     P   = 2^(f S + 8 - m') = 2^8 P       is f times the max of S); masked keys -inf
 //     l   = 2^(m - m') l + rowsum P
 //     wait for P V; release V_{j-1}
-//     O  *= 2^(m - m') sV_{j-1} / sV_j    (O is kept in units of the sV of the block it takes
+//     r   = 2^(m - m') sV_{j-1} / sV_j    (O is kept in units of the sV of the block it takes
 //                                          next, so each product accumulates into it unscaled)
 //     P8_j = e4m3(P) packed as the A operand (below)
 //
