@@ -154,6 +154,16 @@ struct Consumer {
 
   static __device__ uint32_t parity(int it) { return (it / kStages) & 1; }
 
+  // One turn on the tensor cores: wait for it, issue (the fence first: ordinary code has written
+  // registers the products read), pass it on.
+  template <class Issue>
+  __device__ void on_tensor_cores(Issue&& issue) {
+    take_turn();
+    sm90::wgmma_fence();
+    issue();
+    pass_turn();
+  }
+
   __device__ void take_turn() const {
     if constexpr (kPingpong) sm90::named_sync(kTurnBarrier + cw, 256);
   }
@@ -275,10 +285,7 @@ struct Consumer {
       const int j = last - it, st = it % kStages;
       const float sk = scale_k(j), sv = scale_v(j);
       sm90::mbar_wait(k_full() + st, parity(it));
-      take_turn();
-      sm90::wgmma_fence();
-      issue_s(st);
-      pass_turn();
+      on_tensor_cores([&] { issue_s(st); });
       sm90::wgmma_wait<0>();
       sm90::pin(s);
       sm90::mbar_arrive(k_empty() + st);
@@ -289,10 +296,7 @@ struct Consumer {
       rescale_o(f);
       pack_p();
       sm90::mbar_wait(v_full() + st, parity(it));
-      take_turn();
-      sm90::wgmma_fence();
-      issue_pv(st);
-      pass_turn();
+      on_tensor_cores([&] { issue_pv(st); });
       sm90::wgmma_wait<0>();
       sm90::pin(o);
       sm90::pin(pf);
@@ -352,10 +356,7 @@ struct Consumer {
     sm90::mbar_wait(q_full(), 0);
     // The first block of the visiting order: S alone.
     sm90::mbar_wait(k_full(), 0);
-    take_turn();
-    sm90::wgmma_fence();
-    issue_s(0);
-    pass_turn();
+    on_tensor_cores([&] { issue_s(0); });
     sm90::wgmma_wait<0>();
     sm90::pin(s);
     sm90::mbar_arrive(k_empty());
@@ -371,13 +372,12 @@ struct Consumer {
       }
       sm90::mbar_wait(k_full() + st, parity(it));
       sm90::mbar_wait(v_full() + prev, parity(it - 1));
-      take_turn();
-      sm90::wgmma_fence();
-      issue_s(st);
-      rescale_o(resc);  // while S runs: the last softmax's factors, before P V reads O
-      sm90::wgmma_fence();
-      issue_pv(prev);
-      pass_turn();
+      on_tensor_cores([&] {
+        issue_s(st);
+        rescale_o(resc);  // while S runs: the last softmax's factors, before P V reads O
+        sm90::wgmma_fence();
+        issue_pv(prev);
+      });
       sm90::wgmma_wait<1>();  // S of this block is done; P V of the last one may still run
       sm90::pin(s);
       sm90::mbar_arrive(k_empty() + st);
@@ -398,11 +398,8 @@ struct Consumer {
     // P V of the last block.
     const int st = (n - 1) % kStages;
     sm90::mbar_wait(v_full() + st, parity(n - 1));
-    take_turn();
-    rescale_o(resc);
-    sm90::wgmma_fence();
-    issue_pv(st);
-    pass_turn();
+    rescale_o(resc);  // no S to run under: before the turn
+    on_tensor_cores([&] { issue_pv(st); });
     sm90::wgmma_wait<0>();
     sm90::pin(o);
     sm90::mbar_arrive(v_empty() + st);
