@@ -100,8 +100,8 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   progress.step(label);
   VersionOutcome out;
   out.version = &v;
-  out.has_fwd = v.cuda->forward != nullptr;
-  out.has_bwd = v.cuda->backward != nullptr;
+  out.has_fwd = v.cuda->forward != nullptr || v.cuda->ring != nullptr;  // a ring runs both
+  out.has_bwd = v.cuda->backward != nullptr || v.cuda->ring != nullptr;
   cuda::RunOptions opt;
   opt.warmup = c.warmup;
   opt.repeats = c.repeats;
