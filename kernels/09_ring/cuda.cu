@@ -117,10 +117,12 @@ struct Geometry {
     for (int r = 0; r < R; ++r) m = std::max(m, shard(r).size());
     return m;
   }
+#ifdef FLASHLAB_HAVE_NCCL
   // A K/V (or dK/dV) buffer of shard s: K of its first chunk, K of its second, V of its first,
   // V of its second, each [B Hkv, rows, d]. Offsets in elements.
   int64_t k_off(int s, int which) const { return which == 0 ? 0 : kvh * shard(s).first.size() * d; }
   int64_t v_off(int s, int which) const { return kvh * shard(s).size() * d + k_off(s, which); }
+#endif
   int64_t kv_elems(int s) const { return 2 * kvh * shard(s).size() * d; }
   // The problem a pair of chunks is for its block kernel.
   Problem pair(int64_t nq, int64_t nk, PairKind kind) const {
@@ -217,7 +219,6 @@ struct Layout {
     work = take(work_bytes);
     total = at;
   }
-  size_t workspace_bytes() const { return total - poisoned - outputs_bytes; }
 };
 
 int64_t rank_bytes_of(const Geometry& g, const LaunchOptions& l) {
@@ -480,7 +481,7 @@ class Ring {
   }
   int64_t workspace_bytes() const {
     size_t m = 0;
-    for (const Layout& L : layouts_) m = std::max(m, L.workspace_bytes());
+    for (const Layout& L : layouts_) m = std::max(m, L.total - L.poisoned - L.outputs_bytes);
     return static_cast<int64_t>(m);
   }
 
