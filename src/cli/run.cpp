@@ -12,7 +12,7 @@ namespace flashlab::cli {
 
 namespace {
 
-const std::vector<std::string> kTables = {"errors", "timing", "budget", "ring"};
+const std::vector<std::string> kTables = {"errors", "timing", "budget", "ring", "ring_times"};
 
 struct RunArgs {
   std::string versions = "all";
