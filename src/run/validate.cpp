@@ -149,8 +149,8 @@ std::string ring_cuda_refusal(const VersionInfo& v, const Problem& p, int ranks)
     if (const std::string why = v.cuda->check(p); !why.empty()) return why;
   const cuda::DeviceInfo& d = cuda::device_info();
   if (R > d.count)
-    return fmt::format("on cuda it runs one rank a GPU: --ranks {} needs {} GPUs, and {} {} visible",
-                       R, R, d.count, d.count == 1 ? "is" : "are");
+    return fmt::format("one rank runs on each GPU: --ranks {} needs {} GPUs, and {} {} visible", R,
+                       R, d.count, d.count == 1 ? "is" : "are");
   return ring_blocks(*v.cuda, p, R).why;
 }
 
@@ -351,8 +351,7 @@ void validate_run(const RunConfig& c) {
       if (!why.empty()) throw UsageError(fmt::format("version '{}' on cuda: {}", v->id, why));
     }
     if (const std::string why = ring_cuda_refusal(*v, p, c.cpu.ranks); !why.empty())
-      throw UsageError(fmt::format("version '{}' {}", v->id,
-                                   why.rfind("on cuda", 0) == 0 ? why : "on cuda: " + why));
+      throw UsageError(fmt::format("version '{}' on cuda: {}", v->id, why));
   }
 }
 
