@@ -215,6 +215,50 @@ TEST(Ring, ZigzagBalancesCausalWork) {
   }
 }
 
+// The GPU side's plan (schedule.h: chunk_index, pair_kind), walked as cuda.cu walks it: every
+// rank, step and pair of chunks of the held shard. Full pairs must be wholly visible, diagonal
+// pairs square with the causal mask inside, and together they must cover each (query row, key)
+// the mask lets through exactly once, and nothing else: the ring then computes the whole
+// attention, whatever R, N (2R need not divide it) and the sharding.
+TEST(Ring, GpuPairsCoverTheMaskOnce) {
+  for (Sharding sh : {Sharding::zigzag, Sharding::contiguous})
+    for (bool causal : {false, true})
+      for (int R : {1, 2, 3, 4, 8})
+        for (int64_t N : {int64_t{1}, int64_t{2} * R, int64_t{2} * R + 1, int64_t{37}}) {
+          if (R > 1 && N < 2 * R) continue;  // check_ranks refuses it
+          SCOPED_TRACE(::testing::Message() << "R " << R << " N " << N << " causal " << causal
+                                          << (sh == Sharding::zigzag ? " zigzag" : " contiguous"));
+          std::vector<int> seen(static_cast<size_t>(N * N), 0);
+          for (int r = 0; r < R; ++r)
+            for (int t = 0; t < R; ++t) {
+              const int s = plan::source_of(r, t, R);
+              for (int qw = 0; qw < 2; ++qw)
+                for (int kw = 0; kw < 2; ++kw) {
+                  const plan::Shard qs = plan::shard(N, R, r, sh), ks = plan::shard(N, R, s, sh);
+                  const plan::Chunk qc = qw == 0 ? qs.first : qs.second;
+                  const plan::Chunk kc = kw == 0 ? ks.first : ks.second;
+                  const int64_t a = plan::chunk_index(R, r, qw, sh), b = plan::chunk_index(R, s, kw, sh);
+                  // chunk_index names the chunk shard() cut.
+                  ASSERT_EQ(qc.begin, plan::chunk(N, R, a).begin);
+                  ASSERT_EQ(kc.begin, plan::chunk(N, R, b).begin);
+                  const plan::PairKind kind = plan::pair_kind(a, b, causal);
+                  if (kind == plan::PairKind::skipped) continue;
+                  if (kind == plan::PairKind::diagonal) {
+                    ASSERT_EQ(qc.size(), kc.size());
+                  }
+                  for (int64_t i = 0; i < qc.size(); ++i)
+                    for (int64_t j = 0; j < kc.size(); ++j)
+                      if (kind == plan::PairKind::full || j <= i)  // the block's own mask
+                        ++seen[static_cast<size_t>((qc.begin + i) * N + kc.begin + j)];
+                }
+            }
+          for (int64_t i = 0; i < N; ++i)
+            for (int64_t j = 0; j < N; ++j)
+              ASSERT_EQ(seen[static_cast<size_t>(i * N + j)], !causal || j <= i ? 1 : 0)
+                  << "query " << i << ", key " << j;
+        }
+}
+
 TEST(Ring, RanksOnTheCommandLine) {
   testing::ScratchDir dir;
   const std::string rep = dir / "ring.json";

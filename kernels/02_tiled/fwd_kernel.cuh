@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/packed.h"
+#include "common/smem_opt_in.h"
 #include "common/sm80/mma.cuh"
 #include "core/cuda_check.h"
 #include "fwd_launch.h"
@@ -428,16 +429,8 @@ void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream) {
   if constexpr (kMask == MaskKind::both) {
     if (p.cu_q != nullptr) kernel = &fwd_packed_kernel<T, D>;
   }
-  // More than 48 KiB of dynamic shared memory must be asked for, once per kernel.
-  static const bool smem_raised = [] {
-    FLASHLAB_CUDA_CHECK(cudaFuncSetAttribute(
-        &fwd_kernel<T, D, kMask>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    if constexpr (kMask == MaskKind::both)
-      FLASHLAB_CUDA_CHECK(cudaFuncSetAttribute(
-          &fwd_packed_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)smem_raised;
+  // More than 48 KiB of dynamic shared memory must be asked for, once per kernel and device.
+  FLASHLAB_CUDA_CHECK(opt_in_smem(kernel, kSmem));
   const dim3 grid((p.Nq + Tr::Br - 1) / Tr::Br, p.group, heads / p.group);
   kernel<<<grid, Tr::kWarps * 32, kSmem, stream>>>(p);
   FLASHLAB_CHECK_LAUNCH();

@@ -27,6 +27,7 @@
 #include "bwd_dq_writer.cuh"
 #include "bwd_producer.cuh"
 #include "common/packed.h"
+#include "common/smem_opt_in.h"
 #include "common/sm90/sync.cuh"
 #include "common/sm90/tma.cuh"
 #include "core/cuda_check.h"
@@ -133,12 +134,7 @@ void launch_bwd(const BwdParams& p, int blocks, cudaStream_t stream) {
   using Tr = BwdTraits<D>;
   constexpr int kSmem = BwdLayout<D>::kLaunchBytes;
   auto* kernel = &bwd_kernel<T, D, kDeterministic, kPacked>;
-  static const bool smem_raised = [kernel] {
-    FLASHLAB_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)smem_raised;
+  FLASHLAB_CUDA_CHECK(opt_in_smem(kernel, kSmem));  // once per kernel and device
   // One block per (K block, K/V head), in block_in's order: a head's K blocks start in order, as
   // the deterministic turns rely on.
   if constexpr (!kPacked) blocks = ((p.b.Nk + Tr::Bc - 1) / Tr::Bc) * (p.b.BH / p.b.group);

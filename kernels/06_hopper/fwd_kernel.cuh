@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "common/smem_opt_in.h"
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "fwd_consumer.cuh"
@@ -117,13 +118,8 @@ void launch_fwd(const FwdParams& p, cudaStream_t stream) {
   using Tr = FwdTraits<D, kCausal>;
   constexpr int kSmem = SmemLayout<D, kCausal>::kLaunchBytes;
   auto* kernel = &fwd_kernel<T, D, kCausal, kIdeas>;
-  // More than 48 KiB of dynamic shared memory must be asked for, once per kernel.
-  static const bool smem_raised = [kernel] {
-    FLASHLAB_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)smem_raised;
+  // More than 48 KiB of dynamic shared memory must be asked for, once per kernel and device.
+  FLASHLAB_CUDA_CHECK(opt_in_smem(kernel, kSmem));
   const int blocks = kPersistentGrid<Tr, kIdeas> ? std::min(p.tiles, device_info().sms) : p.tiles;
   if constexpr (kDynamicOrder<Tr, kIdeas>)  // the counter hands out tiles blocks, blocks + 1, ...
     FLASHLAB_CUDA_CHECK(cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream));

@@ -494,7 +494,7 @@ int64_t scratch_bytes(const Problem& p, const CpuOptions& o) {
   return R * per_rank;
 }
 
-// None on the CPU; on the GPUs each rank will hold the incoming K/V (and dK/dV) buffers.
+// None on the CPU (the GPU side's, per rank, is counted by its run: kernels/09_ring/cuda.cu).
 int64_t workspace(const Problem&, const CpuOptions&) {
   return 0;
 }
@@ -513,7 +513,8 @@ FLASHLAB_VERSION({
             "and 2R-1-r), K/V shards passed round a ring, partial O and LSE merged by the "
             "log-sum-exp rule; dK, dV travel home with their shard",
     .deterministic = true,
-    .workspace = "0 on the CPU (ranks are threads; the ring's buffers are per rank)",
+    .workspace = "CPU: 0 (ranks are threads). GPU, per rank: 2 K/V shards, fp32 O, LSE and dQ of "
+                 "its rows, 4 fp32 dK/dV shards, one block's outputs, the block kernels' workspace",
     .workspace_bytes = cpu::workspace,
     .cpu_forward = cpu::forward<cpu::ring::Sharding::zigzag>,
     .cpu_backward = cpu::backward<cpu::ring::Sharding::zigzag>,
@@ -529,7 +530,8 @@ FLASHLAB_VARIANT(contiguous, {
     .idea = "ring with contiguous shards (rank r: rows [rN/R, (r+1)N/R)): under the causal mask "
             "the early ranks idle, the contrast zigzag removes",
     .deterministic = true,
-    .workspace = "0 on the CPU (ranks are threads; the ring's buffers are per rank)",
+    .workspace = "CPU: 0 (ranks are threads). GPU, per rank: 2 K/V shards, fp32 O, LSE and dQ of "
+                 "its rows, 4 fp32 dK/dV shards, one block's outputs, the block kernels' workspace",
     .workspace_bytes = cpu::workspace,
     .cpu_forward = cpu::forward<cpu::ring::Sharding::contiguous>,
     .cpu_backward = cpu::backward<cpu::ring::Sharding::contiguous>,

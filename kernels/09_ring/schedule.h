@@ -1,4 +1,4 @@
-// The ring's geometry and schedule, shared by the CPU twin, its tests and (later) the NCCL side,
+// The ring's geometry and schedule, shared by the CPU twin, its tests and the GPU side (cuda.cu),
 // so that all of them cut the sequence and walk the steps the same way by construction.
 //
 // The sequence (N rows: Nq query rows, and the same cut of the Nk keys) is cut into 2R chunks;
@@ -51,6 +51,26 @@ inline Shard shard(int64_t n, int ranks, int r, Sharding s) {
   const int64_t a = s == Sharding::zigzag ? r : 2 * r;
   const int64_t b = s == Sharding::zigzag ? 2 * ranks - 1 - r : 2 * r + 1;
   return {chunk(n, ranks, a), chunk(n, ranks, b)};
+}
+
+// The global index of chunk `which` (0: the first, 1: the second) of rank r's shard.
+inline int64_t chunk_index(int ranks, int r, int which, Sharding s) {
+  if (s == Sharding::zigzag) return which == 0 ? r : 2 * static_cast<int64_t>(ranks) - 1 - r;
+  return 2 * static_cast<int64_t>(r) + which;
+}
+
+// The GPU side computes a step as pairs (a chunk of the rank's queries, a chunk of the shard it
+// holds), each pair one launch of a single-GPU kernel on the two chunks as a problem of their own.
+// With Nq = Nk and no window (what the GPU side takes) query chunk a and key chunk b cut the same
+// rows, and under the causal mask (query i sees key j <= i) the pair is one of three blocks:
+//
+//   full       a > b, or no causal mask: every query row sees every key        (plain attention)
+//   diagonal   a = b: the chunk against itself, the square causal mask          (causal attention)
+//   skipped    a < b: no query row sees any key                                 (not launched)
+enum class PairKind { full, diagonal, skipped };
+inline PairKind pair_kind(int64_t q_chunk, int64_t k_chunk, bool causal) {
+  if (!causal || q_chunk > k_chunk) return PairKind::full;
+  return q_chunk == k_chunk ? PairKind::diagonal : PairKind::skipped;
 }
 
 // The rank whose K/V shard rank r holds at step t.

@@ -64,7 +64,7 @@ Report list_report() {
                         x.folder, x.idea});
     const std::string why = cuda_unavailable(x);
     // A CUDA entry with no pass declares a kernel still to come (its own line says so).
-    const bool built = x.cuda && (x.cuda->forward || x.cuda->backward);
+    const bool built = x.cuda && (x.cuda->forward || x.cuda->backward || x.cuda->ring);
     cu.rows.push_back({x.id, built, built ? json(x.cuda_targets) : json(),
                        built ? json(axes_text(x.cuda->axes)) : json(),
                        why.empty() ? std::string("available") : "unavailable: " + why});

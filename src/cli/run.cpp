@@ -12,7 +12,7 @@ namespace flashlab::cli {
 
 namespace {
 
-const std::vector<std::string> kTables = {"errors", "timing", "budget", "ring"};
+const std::vector<std::string> kTables = {"errors", "timing", "budget", "ring", "ring_times"};
 
 struct RunArgs {
   std::string versions = "all";
@@ -126,6 +126,10 @@ RunConfig make_config(const RunArgs& a) {
       throw UsageError(fmt::format("no version takes {} on {} yet",
                                    axis_name(untaken ? untaken : p.axes()), to_string(c.backend)));
   }
+  // A ring on the GPUs needs a GPU per rank and a shape its GPU side takes: "all" leaves it out
+  // otherwise, and says why.
+  if (a.versions == "all" && c.backend == Backend::cuda)
+    c.versions = rings_running(c.versions, p, c.cpu.ranks, &c.notes);
   validate_run(c);
   return c;
 }

@@ -35,6 +35,7 @@ const DeviceInfo& device_info() {
       return d;
     }
     d.present = true;
+    d.count = count;
     d.name = prop.name;
     d.cc_major = prop.major;
     d.cc_minor = prop.minor;

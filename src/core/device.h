@@ -14,6 +14,7 @@ struct DeviceInfo {
   std::string name;
   int cc_major = 0, cc_minor = 0;
   int sms = 0;
+  int count = 0;  // visible devices (CUDA_VISIBLE_DEVICES applies); the rest describes device 0
   int64_t total_bytes = 0, free_bytes = 0;
   int64_t l2_bytes = 0;
   int driver_version = 0, runtime_version = 0;

@@ -7,16 +7,25 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/problem.h"
 #include "core/version.h"
 
 namespace flashlab::cuda {
 
+struct Version;
+
 // How the run asks a version to launch, beyond the problem: only what changes the kernels'
 // schedule (and so their workspace).
 struct LaunchOptions {
   int kv_splits = 0;  // a version that splits the keys (split-kv): this many (0: its own rule)
+  // A version that runs one problem over ranks (Version::ring): how many (0: one), and the
+  // kernels every rank runs on a pair of chunks, picked by the harness from the registry
+  // (run/ring_blocks.h; null: the harness picks them when it runs the version).
+  int ranks = 0;
+  const Version* ring_forward = nullptr;
+  const Version* ring_backward = nullptr;
 };
 
 // Device pointers for one problem. Q, K, V, O, dO, dQ, dK, dV hold the problem's storage dtype
@@ -67,6 +76,53 @@ struct Version {
   // the problem on this device (LaunchOptions::kv_splits forces them, within its limits). Null for
   // the others.
   int64_t (*kv_splits)(const Problem&, const LaunchOptions&) = nullptr;
+  // A version that runs one problem over several GPUs, one rank each (context parallelism,
+  // kernels/09_ring): it has no forward or backward of one device, and runs whole problems
+  // through this instead. Null for the others.
+  const struct RingCuda* ring = nullptr;
+};
+
+// A whole run of a ring on the GPUs (RingCuda::run): the problem, its host inputs, the ranks and
+// block kernels, and how often to run: once for the answer, then warm-up, timed and bitwise runs.
+struct RingJob {
+  Problem problem;
+  const Inputs* inputs = nullptr;
+  LaunchOptions launch;
+  int warmup = 0, repeats = 0, bitwise_repeats = 0;
+};
+
+// Milliseconds per rank and step ([rank][step]), each the median over the timed runs: the step's
+// kernels on the compute stream, and its transfers on the communication stream (from the moment
+// the stream may start them to their end, so a wait for the peer is counted).
+struct RingStepTimes {
+  std::vector<std::vector<double>> fwd_compute, fwd_comm, bwd_compute, bwd_comm;
+  std::vector<double> bwd_home;  // per rank: the backward's last transfer (dK, dV going home)
+};
+
+struct RingOutcome {
+  Forward fwd;      // O, LSE in the global layout, as doubles
+  Gradients grads;  // dQ, dK, dV
+  std::vector<double> fwd_ms, bwd_ms;  // per timed run: the slowest rank's span of the pass
+  int64_t workspace_bytes = 0;         // per rank (the largest): everything but the shards
+  int64_t peak_device_bytes = 0;       // per rank (the largest): everything it allocated
+  int bitwise_mismatches = 0;          // bitwise runs whose outputs differed from the first
+  struct PerOutput {
+    int O = 0, LSE = 0, dQ = 0, dK = 0, dV = 0;
+  } differing_runs;
+  RingStepTimes steps;
+};
+
+// What a ring declares beyond a plain version.
+struct RingCuda {
+  // The versions whose kernels a rank may run on a pair of chunks, best first: the harness takes
+  // the first that this GPU runs and whose check takes every pair of the problem.
+  std::span<const char* const> forward_blocks, backward_blocks;
+  // The problems of the pairs of chunks a run of p over `ranks` ranks gives its block kernels.
+  std::vector<Problem> (*block_problems)(const Problem& p, int ranks) = nullptr;
+  // Device bytes the largest rank allocates (launch names the ranks and block kernels).
+  int64_t (*rank_bytes)(const Problem& p, const LaunchOptions& launch) = nullptr;
+  // Runs the job; throws std::runtime_error with one line on any failure.
+  RingOutcome (*run)(const RingJob& job) = nullptr;
 };
 
 // One line of an ablation: which idea is off and what runs instead, and the kernel that does it.

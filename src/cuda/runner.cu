@@ -30,6 +30,8 @@
 #include "core/paged.h"
 #include "cuda/l2_flush.h"
 #include "cuda/runner.h"
+#include "run/registry.h"
+#include "run/ring_blocks.h"
 
 namespace flashlab::cuda {
 
@@ -205,20 +207,67 @@ void fill_normal(DType t, const DeviceBuffer& dst, size_t n, uint64_t seed, uint
 RunResult run_impl(const Version& v, const Problem& p, const Inputs* in, uint64_t seed,
                    const Forward* fwd_in, const RunOptions& opt);
 
+// The id of the registry's version whose CUDA side is `c`.
+std::string id_of(const Version* c) {
+  for (const VersionInfo& v : versions())
+    if (v.cuda == c) return v.id;
+  return "?";
+}
+
+// A ring runs whole problems itself, over its GPUs (kernels/09_ring): the harness picks its block
+// kernels and turns its outcome into a RunResult. No hardware counters, no L2 flush.
+RunResult run_ring(const Version& v, const Problem& p, const Inputs& in, const RunOptions& opt) {
+  if (v.check)
+    if (const std::string why = v.check(p); !why.empty()) throw std::runtime_error(why);
+  if (opt.counters) throw std::runtime_error("a ring has no hardware counters");
+  RingJob job;
+  job.problem = p;
+  job.inputs = &in;
+  job.launch = with_ring_blocks(v, p, opt.launch);
+  job.warmup = opt.warmup;
+  job.repeats = opt.repeats;
+  job.bitwise_repeats = opt.bitwise_repeats;
+  RingOutcome o = v.ring->run(job);
+  RunResult r;
+  r.fwd = std::move(o.fwd);
+  r.grads = std::move(o.grads);
+  r.fwd_time.ms = std::move(o.fwd_ms);
+  r.bwd_time.ms = std::move(o.bwd_ms);
+  r.workspace_bytes = o.workspace_bytes;
+  r.peak_device_bytes = o.peak_device_bytes;
+  r.bitwise_mismatches = o.bitwise_mismatches;
+  r.bitwise_repeatable = o.bitwise_mismatches == 0;
+  r.differing_runs = {o.differing_runs.O, o.differing_runs.LSE, o.differing_runs.dQ,
+                      o.differing_runs.dK, o.differing_runs.dV};
+  r.ring_blocks = id_of(job.launch.ring_forward) + ", " + id_of(job.launch.ring_backward);
+  r.ring_steps = std::move(o.steps);
+  return r;
+}
+
 }  // namespace
 
 RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forward* fwd_in,
               const RunOptions& opt) {
+  if (v.ring) return run_ring(v, p, in, opt);
   return run_impl(v, p, &in, 0, fwd_in, opt);
 }
 
 RunResult run_generated(const Version& v, const Problem& p, uint64_t seed, const RunOptions& opt) {
+  if (v.ring) throw std::runtime_error("a ring runs on host inputs (it shards them itself)");
   if (!v.forward)
     throw std::runtime_error("inputs drawn on the device feed a forward; this version has none");
   return run_impl(v, p, nullptr, seed, nullptr, opt);
 }
 
 int64_t required_device_bytes(const Version& v, const Problem& p, const LaunchOptions& launch) {
+  if (v.ring) {  // its largest rank; without block kernels here, their workspace is not counted
+    LaunchOptions l = launch;
+    try {
+      l = with_ring_blocks(v, p, launch);
+    } catch (const std::runtime_error&) {
+    }
+    return v.ring->rank_bytes(p, l);
+  }
   return tensor_bytes(sizes_of(v, p, launch));
 }
 

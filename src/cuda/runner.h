@@ -54,16 +54,22 @@ struct RunResult {
     int O = 0, LSE = 0, dQ = 0, dK = 0, dV = 0;
   } differing_runs;
   PassCounters fwd_counters, bwd_counters;  // filled when RunOptions::counters is set
+  // A ring (Version::ring): the kernels its ranks ran on their blocks ("hopper, hopper-
+  // deterministic"), and the timed runs' compute and transfer times per rank and step.
+  std::string ring_blocks;
+  RingStepTimes ring_steps;
 };
 
-// Bytes the run would allocate on the device for this version (inputs, outputs, workspace).
+// Bytes the run would allocate on the device for this version (inputs, outputs, workspace); for a
+// ring, on the GPU of its largest rank.
 // run() also allocates the L2 flush's buffer (cuda/l2_flush.h: four times the L2 size) when it
 // flushes (RunOptions::flush_l2 or counters), checks it against the free memory with the rest, and
 // counts it in RunResult::peak_device_bytes.
 int64_t required_device_bytes(const Version& v, const Problem& p, const LaunchOptions& launch);
 
 // Runs `v` on the device. For a backward-only version, `fwd_in` supplies O and LSE (from the
-// tiled forward of the same backend). Throws std::runtime_error with a clear message on any CUDA
+// tiled forward of the same backend). A ring runs over opt.launch.ranks GPUs, its block kernels
+// picked from the registry unless opt.launch names them (run/ring_blocks.h). Throws std::runtime_error with a clear message on any CUDA
 // error or when the problem does not fit.
 RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forward* fwd_in,
               const RunOptions& opt);

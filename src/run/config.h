@@ -35,9 +35,10 @@ struct RunConfig {
   std::vector<std::string> notes;
 };
 
-// What the run asks of a CUDA version's launch: --splits for a version that splits the keys.
+// What the run asks of a CUDA version's launch: --splits for a version that splits the keys,
+// --ranks for a ring (its block kernels are picked when it runs: run/ring_blocks.h).
 inline cuda::LaunchOptions launch_options(const RunConfig& c) {
-  return {.kv_splits = c.cpu.splits};
+  return {.kv_splits = c.cpu.splits, .ranks = c.cpu.ranks};
 }
 
 // Matmul FLOPs by the FA2 paper's convention: forward 4 B H Nq Nk d, halved under the causal mask;

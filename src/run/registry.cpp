@@ -53,7 +53,7 @@ bool runs_on(const std::string& target, int major, int minor) {
 // A CUDA entry without a pass declares a kernel still to come: its own sentence says so, on any
 // GPU and without one ("" when the entry has a pass).
 std::string kernel_to_come(const VersionInfo& v) {
-  if (v.cuda->forward || v.cuda->backward) return "";
+  if (v.cuda->forward || v.cuda->backward || v.cuda->ring) return "";
   const std::string own = v.cuda->unavailable ? v.cuda->unavailable(0, 0) : "";
   return own.empty() ? "its CUDA side has no kernel yet" : own;
 }

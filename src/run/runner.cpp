@@ -100,8 +100,8 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   progress.step(label);
   VersionOutcome out;
   out.version = &v;
-  out.has_fwd = v.cuda->forward != nullptr;
-  out.has_bwd = v.cuda->backward != nullptr;
+  out.has_fwd = v.cuda->forward != nullptr || v.cuda->ring != nullptr;  // a ring runs both
+  out.has_bwd = v.cuda->backward != nullptr || v.cuda->ring != nullptr;
   cuda::RunOptions opt;
   opt.warmup = c.warmup;
   opt.repeats = c.repeats;
@@ -116,6 +116,8 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   out.bitwise_repeat = r.bitwise_repeatable;
   out.workspace_bytes = r.workspace_bytes;
   out.peak_device_bytes = r.peak_device_bytes;
+  out.ring_blocks = std::move(r.ring_blocks);
+  out.ring_steps = std::move(r.ring_steps);
   return out;
 }
 
@@ -204,6 +206,32 @@ std::string ring_note(const VersionInfo& v, const RingCounts& rc, Table& table) 
       "ranks' time (each step waits for its busiest rank).",
       v.id, R, R == 1 ? "" : "s", rc.sharding, fmt::join(rc.rows, ", "), fmt::join(fwd, ", "),
       fmt::join(bwd, ", "), match ? "each equal to" : "NOT equal to", 100.0 * idle);
+}
+
+// A ring on the GPUs: what each rank's compute and transfers took at each step (medians over the
+// timed runs), rows of the "ring_times" table, and a line: the block kernels, and per pass the
+// slowest rank's compute and transfer time in all.
+std::string ring_times_note(const VersionOutcome& v, Table& table) {
+  const cuda::RingStepTimes& t = v.ring_steps;
+  const size_t R = t.fwd_compute.size();
+  double fc = 0, fx = 0, bc = 0, bx = 0;
+  for (size_t r = 0; r < R; ++r) {
+    double rfc = 0, rfx = 0, rbc = 0, rbx = t.bwd_home[r];
+    for (size_t s = 0; s < R; ++s) {
+      table.rows.push_back({v.version->id, r, s, t.fwd_compute[r][s], t.fwd_comm[r][s],
+                            t.bwd_compute[r][s], t.bwd_comm[r][s]});
+      rfc += t.fwd_compute[r][s], rfx += t.fwd_comm[r][s];
+      rbc += t.bwd_compute[r][s], rbx += t.bwd_comm[r][s];
+    }
+    fc = std::max(fc, rfc), fx = std::max(fx, rfx), bc = std::max(bc, rbc), bx = std::max(bx, rbx);
+  }
+  return fmt::format(
+      "{} on {} GPU{} (blocks by {}): per rank, the most compute and transfer time of its steps "
+      "(medians of the timed runs): forward {:.3f} ms computing, {:.3f} ms in transfers; backward "
+      "{:.3f} ms computing, {:.3f} ms in transfers, dK and dV going home included. Transfers "
+      "overlap the compute of their step on another stream.",
+      v.version->id, R, R == 1 ? " (a ring of one, its blocks still sent through NCCL)" : "s",
+      v.ring_blocks, fc, fx, bc, bx);
 }
 
 }  // namespace
@@ -449,12 +477,27 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
               {"fwd_flops", "fwd FLOP", "FLOP", "count"},
               {"bwd_flops", "bwd FLOP", "FLOP", "count"}},
              {}};
+  Table ring_times{"ring_times",
+                   "Ring on the GPUs: compute and transfer time per rank and step (measured, "
+                   "median of the timed runs)",
+                   {{"version", "version", "", ""},
+                    {"rank", "rank", "", ""},
+                    {"step", "step", "", ""},
+                    {"fwd_compute_ms", "fwd compute", "ms", "{:.3f}"},
+                    {"fwd_comm_ms", "fwd transfer", "ms", "{:.3f}"},
+                    {"bwd_compute_ms", "bwd compute", "ms", "{:.3f}"},
+                    {"bwd_comm_ms", "bwd transfer", "ms", "{:.3f}"}},
+                   {}};
+  // The counts are the schedule's, the same on either backend; the GPU adds what it measured.
   std::vector<std::string> ring_notes;
-  if (c.backend == Backend::cpu)
-    for (const VersionOutcome& v : r.versions)
-      if (v.version->ring && v.not_implemented.empty() && !p.shape.packed())
-        ring_notes.push_back(ring_note(*v.version, v.version->ring->counts(p, c.cpu), ring));
+  for (const VersionOutcome& v : r.versions)
+    if (v.version->ring && v.not_implemented.empty() && !p.shape.packed()) {
+      ring_notes.push_back(ring_note(*v.version, v.version->ring->counts(p, c.cpu), ring));
+      if (gpu && !v.ring_steps.fwd_compute.empty())
+        ring_notes.push_back(ring_times_note(v, ring_times));
+    }
   if (!ring.rows.empty()) rep.tables.push_back(ring);
+  if (!ring_times.rows.empty()) rep.tables.push_back(ring_times);
 
   int failing = 0;
   for (const VersionOutcome& v : r.versions) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_api.h"
 #include "report/report.h"
 #include "run/budget.h"
 #include "run/compare.h"
@@ -40,6 +41,10 @@ struct VersionOutcome {
   // be written, or "error: ..." when the version threw anything else: either way it has no
   // outputs and fails, and the other versions of the run go on.
   std::string not_implemented;
+  // A ring on the GPUs: the kernels its ranks ran on their blocks, and the timed runs' compute and
+  // transfer times per rank and step (core/device_api.h).
+  std::string ring_blocks;
+  cuda::RingStepTimes ring_steps;
   bool ok() const { return failures.empty(); }
 };
 

@@ -7,6 +7,7 @@
 
 #include "cuda/runner.h"
 #include "run/host_memory.h"
+#include "run/ring_blocks.h"
 #include "util/error.h"
 #include "util/format.h"
 #include "util/npy.h"
@@ -131,6 +132,34 @@ std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const Version
   std::vector<const VersionInfo*> out;
   for (const VersionInfo* v : list) {
     const std::string why = cuda_unavailable(*v);
+    if (why.empty())
+      out.push_back(v);
+    else if (left_out)
+      left_out->push_back(fmt::format("{} is left out of --versions all: {}.", v->id, why));
+  }
+  return out;
+}
+
+std::string ring_cuda_refusal(const VersionInfo& v, const Problem& p, int ranks) {
+  if (!v.cuda || !v.cuda->ring) return "";
+  const int R = ranks > 0 ? ranks : 1;
+  if (v.ring)
+    if (const std::string why = v.ring->check(p, R); !why.empty()) return why;
+  if (v.cuda->check)
+    if (const std::string why = v.cuda->check(p); !why.empty()) return why;
+  const cuda::DeviceInfo& d = cuda::device_info();
+  if (R > d.count)
+    return fmt::format("one rank runs on each GPU: --ranks {} needs {} GPUs, and {} {} visible", R,
+                       R, d.count, d.count == 1 ? "is" : "are");
+  return ring_blocks(*v.cuda, p, R).why;
+}
+
+std::vector<const VersionInfo*> rings_running(const std::vector<const VersionInfo*>& list,
+                                              const Problem& p, int ranks,
+                                              std::vector<std::string>* left_out) {
+  std::vector<const VersionInfo*> out;
+  for (const VersionInfo* v : list) {
+    const std::string why = ring_cuda_refusal(*v, p, ranks);
     if (why.empty())
       out.push_back(v);
     else if (left_out)
@@ -321,6 +350,8 @@ void validate_run(const RunConfig& c) {
       const std::string why = v->cuda->check(p);
       if (!why.empty()) throw UsageError(fmt::format("version '{}' on cuda: {}", v->id, why));
     }
+    if (const std::string why = ring_cuda_refusal(*v, p, c.cpu.ranks); !why.empty())
+      throw UsageError(fmt::format("version '{}' on cuda: {}", v->id, why));
   }
 }
 

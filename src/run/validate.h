@@ -39,6 +39,17 @@ std::vector<const VersionInfo*> parse_versions(const std::string& list);
 std::vector<const VersionInfo*> runnable_on_cuda(const std::vector<const VersionInfo*>& list,
                                                  std::vector<std::string>* left_out = nullptr);
 
+// Why a ring (context parallelism) cannot run p over `ranks` ranks on the CUDA backend here, in
+// one sentence ("" when it can): the twin's geometry (N >= 2R), the GPU side's own check, one GPU
+// per rank, and block kernels that take every pair of chunks (run/ring_blocks.h).
+std::string ring_cuda_refusal(const VersionInfo& v, const Problem& p, int ranks);
+
+// The entries of `list` without the rings that cannot run p over `ranks` ranks on the CUDA
+// backend: what "all" means there. Each one left out adds a sentence to `left_out` when given.
+std::vector<const VersionInfo*> rings_running(const std::vector<const VersionInfo*>& list,
+                                              const Problem& p, int ranks,
+                                              std::vector<std::string>* left_out);
+
 // The entries of `list` that take every axis of `p` beyond dense multi-head attention (grouped
 // heads, window) on `backend`: what "all" means for such a problem. Each one left out adds a
 // sentence to `left_out` when given.

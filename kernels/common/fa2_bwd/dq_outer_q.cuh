@@ -48,6 +48,7 @@
 
 #include "common/fa2_bwd/params.h"
 #include "common/packed.h"
+#include "common/smem_opt_in.h"
 #include "common/sm80/mma.cuh"
 #include "common/sm80/tiles.cuh"
 #include "common/sm90/bulk.cuh"
@@ -321,14 +322,10 @@ void launch_bwd_dq_outer_q(const BwdParams& p, void* stream) {
   using bwd::dq_outer_q_kernel;
   using bwd::dq_outer_q_packed_kernel;
   using Tr = bwd::OuterQTraits<kD>;
-  static const cudaError_t opt_in = [] {
-    const cudaError_t e = cudaFuncSetAttribute(
-        dq_outer_q_kernel<T, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
-    if (e != cudaSuccess) return e;
-    return cudaFuncSetAttribute(dq_outer_q_packed_kernel<T, kD>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
-  }();
-  FLASHLAB_CUDA_CHECK(opt_in);
+  // Above 48 KiB a kernel must opt in: once per instantiation (dense and packed) and device.
+  FLASHLAB_CUDA_CHECK(opt_in_smem(&dq_outer_q_kernel<T, kD>, static_cast<int>(Tr::kSmemBytes)));
+  FLASHLAB_CUDA_CHECK(
+      opt_in_smem(&dq_outer_q_packed_kernel<T, kD>, static_cast<int>(Tr::kSmemBytes)));
   // Packed: the longest sequence's Q blocks x (sequence, query head), p.BH = B H.
   const dim3 grid((p.Nq + Tr::Br - 1) / Tr::Br, p.BH);
   const auto st = static_cast<cudaStream_t>(stream);

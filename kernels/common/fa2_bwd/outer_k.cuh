@@ -90,6 +90,7 @@
 
 #include "common/fa2_bwd/params.h"
 #include "common/packed.h"
+#include "common/smem_opt_in.h"
 #include "common/sm80/mma.cuh"
 #include "common/sm80/tiles.cuh"
 #include "common/sm90/bulk.cuh"
@@ -570,17 +571,9 @@ void launch_bwd_outer_k(const BwdParams& p, void* stream) {
   using Tr = bwd::OuterKTraits<kD>;
   // dQ staging needs sm_90's bulk copies; elsewhere the kernel adds dQ with red.global.add.
   const size_t kSmem = Tr::smem_bytes(kMode, bwd_staged_dq());
-  // Above 48 KiB a kernel must opt in; done once per instantiation (dense and packed).
-  static const cudaError_t opt_in = [&] {
-    const cudaError_t e =
-        cudaFuncSetAttribute(outer_k_kernel<T, kD, kMode>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
-    if (e != cudaSuccess) return e;
-    return cudaFuncSetAttribute(outer_k_packed_kernel<T, kD, kMode>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(kSmem));
-  }();
-  FLASHLAB_CUDA_CHECK(opt_in);
+  // Above 48 KiB a kernel must opt in; done once per instantiation (dense and packed) and device.
+  FLASHLAB_CUDA_CHECK(opt_in_smem(&outer_k_kernel<T, kD, kMode>, static_cast<int>(kSmem)));
+  FLASHLAB_CUDA_CHECK(opt_in_smem(&outer_k_packed_kernel<T, kD, kMode>, static_cast<int>(kSmem)));
   const int n_kblocks = (p.Nk + Tr::Bc - 1) / Tr::Bc;
   // split: nsplits CTAs per head walk the K blocks (bwd_dq_splits); otherwise one per K block.
   // Grouped heads: one CTA per K/V head (p.BH / p.group of them), each over its group's Q heads.

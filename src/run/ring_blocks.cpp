@@ -1,0 +1,75 @@
+#include "run/ring_blocks.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <vector>
+
+namespace flashlab {
+
+namespace {
+
+// The first of `ids` that has the pass, runs here and takes every problem (its axes and check);
+// else null, with the reasons of each in `why`.
+const VersionInfo* first_taking(std::span<const char* const> ids, bool forward,
+                                const std::vector<Problem>& problems, std::string& why) {
+  std::string reasons;
+  for (const char* id : ids) {
+    const VersionInfo* v = find_version(id);
+    std::string no;
+    if (!v || !v->cuda)
+      no = "not in this build's CUDA side";
+    else if (!(forward ? v->cuda->forward != nullptr : v->cuda->backward != nullptr))
+      no = forward ? "no forward" : "no backward";
+    else if (const std::string u = cuda_unavailable(*v); !u.empty())
+      no = u;
+    else
+      for (const Problem& b : problems) {
+        if (const unsigned missing = b.axes() & ~v->cuda->axes) {
+          no = fmt::format("does not take {}", axis_name(missing));
+          break;
+        }
+        if (v->cuda->check)
+          if (const std::string c = v->cuda->check(b); !c.empty()) {
+            no = fmt::format("refuses the {} x {} {} block: {}", b.shape.Nq, b.shape.Nk,
+                             b.causal ? "causal" : "full", c);
+            break;
+          }
+      }
+    if (no.empty()) return v;
+    reasons += fmt::format("{}{}: {}", reasons.empty() ? "" : "; ", id, no);
+  }
+  why = reasons;
+  return nullptr;
+}
+
+}  // namespace
+
+RingBlocks ring_blocks(const cuda::Version& ring, const Problem& p, int ranks) {
+  RingBlocks b;
+  if (!ring.ring) {
+    b.why = "not a ring";
+    return b;
+  }
+  const std::vector<Problem> problems = ring.ring->block_problems(p, ranks > 0 ? ranks : 1);
+  std::string why_f, why_b;
+  b.forward = first_taking(ring.ring->forward_blocks, true, problems, why_f);
+  b.backward = first_taking(ring.ring->backward_blocks, false, problems, why_b);
+  if (!b.forward)
+    b.why = "no forward kernel for the ring's blocks here (" + why_f + ")";
+  else if (!b.backward)
+    b.why = "no backward kernel for the ring's blocks here (" + why_b + ")";
+  return b;
+}
+
+cuda::LaunchOptions with_ring_blocks(const cuda::Version& ring, const Problem& p,
+                                     cuda::LaunchOptions launch) {
+  if (launch.ring_forward && launch.ring_backward) return launch;
+  const RingBlocks b = ring_blocks(ring, p, launch.ranks);
+  if (!b.why.empty()) throw std::runtime_error(b.why);
+  launch.ring_forward = b.forward->cuda;
+  launch.ring_backward = b.backward->cuda;
+  return launch;
+}
+
+}  // namespace flashlab
