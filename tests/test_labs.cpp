@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cuda/runner.h"
+#include "labs/11_fp8/fp8_check.h"
 #include "labs/common/hopper_pair.h"
 #include "labs/lab.h"
 #include "report/render.h"
@@ -384,9 +385,10 @@ TEST(Labs, BwdRatioMeasuresAndCountsTheFlopRatio) {
 
 namespace flashlab {
 
-// lab fp8: the four rows on normal and outlier inputs, bf16 far below every fp8 row, incoherent
-// processing lowering the block-scaled error on outliers (its factor a figure of the report and
-// said in the observations), and the speed half saying it needs the CUDA kernel.
+// lab fp8: the four rows on normal and outlier inputs, bf16 far below every fp8 row and each
+// within its budget, incoherent processing lowering the block-scaled error on outliers (its factor
+// a figure of the report and said in the observations), the ordering of the rows on normal inputs
+// said from the numbers, and the speed half (on this backend, cpu) saying why it is empty.
 TEST(Labs, Fp8TableIsFa3sErrorTable) {
   const Report r = run_lab("fp8");
   EXPECT_TRUE(r.ok);
@@ -394,23 +396,65 @@ TEST(Labs, Fp8TableIsFa3sErrorTable) {
   ASSERT_EQ(t.rows.size(), 4u);
   EXPECT_EQ(t.rows[0][1], "hopper");
   EXPECT_EQ(t.rows[3][1], "hopper-fp8");
+  for (size_t i = 0; i < 4; ++i)
+    for (const char* kind : {"normal", "outliers"}) {
+      EXPECT_LE(num(t, i, std::string("rel_") + kind), num(t, i, std::string("budget_") + kind));
+      EXPECT_GT(num(t, i, std::string("budget_") + kind), 0);
+    }
   for (size_t i = 1; i < 4; ++i) {
     EXPECT_GT(num(t, i, "rel_normal"), 10 * num(t, 0, "rel_normal"));
     EXPECT_GT(num(t, i, "rmse_outliers"), num(t, i, "rmse_normal"));  // outliers make O larger
+    EXPECT_GT(num(t, i, "budget_normal"), 10 * num(t, 0, "budget_normal"));  // fp8's, not bf16's
   }
   const double factor = r.figures.at("incoherent_factor_outliers")["value"].get<double>();
   EXPECT_NEAR(factor, num(t, 2, "rel_outliers") / num(t, 3, "rel_outliers"), 1e-12);
   EXPECT_GT(factor, 1.4);
-  bool said = false;
-  for (const std::string& o : r.observations)
+  bool said = false, ranked = false;
+  const std::string first =
+      fmt::format("from the smallest error: bf16 ({:.2e}) < ", num(t, 0, "rel_normal"));
+  for (const std::string& o : r.observations) {
     said = said || o.find(fmt::format("{:.2f}x", factor)) != std::string::npos;
+    ranked = ranked || o.find(first) != std::string::npos;
+    EXPECT_EQ(o.rfind("FAIL", 0), std::string::npos) << o;
+  }
   EXPECT_TRUE(said) << "the factor is said in the observations";
+  EXPECT_TRUE(ranked) << "the ordering on normal inputs is said, bf16 first";
   const Table& speed = table(r, "speed");
   ASSERT_EQ(speed.rows.size(), 4u);
-  for (size_t i = 1; i < 4; ++i) {
-    EXPECT_TRUE(speed.rows[i][2].is_null());
-    EXPECT_NE(speed.rows[i][4].get<std::string>().find("needs the CUDA kernel"), std::string::npos);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(cell(speed, i, "ms").is_null());
+    EXPECT_TRUE(cell(speed, i, "tflops").is_null());
+    EXPECT_NE(cell(speed, i, "why").get<std::string>().find("needs a GPU"), std::string::npos);
   }
+  EXPECT_FALSE(r.figures.contains("tflops_hopper-fp8"));
+  EXPECT_EQ(r.config["backend"], "cpu");
+}
+
+// A row over its budget, or not finite, is a wrong answer: one FAIL line that names the version,
+// where it ran and the output over budget, and the lab fails on it (r.ok is false exactly when
+// some row's verdict is a FAIL line).
+TEST(Labs, Fp8FailsARowOverItsBudget) {
+  lab::fp8_check::RowResult row{"hopper-fp8", "GPU, outlier inputs", 0.05, 1e-3, 0.2, 4e-3, true};
+  EXPECT_EQ(lab::fp8_check::verdict(row, false), "");
+  EXPECT_EQ(lab::fp8_check::verdict(row, true), "");
+  row.o_rel = 0.3;  // e.g. a K block skipped
+  const std::string line = lab::fp8_check::verdict(row, false);
+  EXPECT_EQ(line.rfind("FAIL hopper-fp8 (GPU, outlier inputs): O rel error 3.00e-01 > budget "
+                       "2.00e-01.",
+                       0),
+            0u)
+      << line;
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_TRUE(has_cjk(lab::fp8_check::verdict(row, true)));
+  row.o_rel = 0.05;
+  row.lse_rel = 5e-3;
+  EXPECT_NE(lab::fp8_check::verdict(row, false).find("LSE rel error 5.00e-03 > budget 4.00e-03"),
+            std::string::npos);
+  row.lse_rel = NAN;  // NaN is never within a budget
+  EXPECT_NE(lab::fp8_check::verdict(row, false), "");
+  row.lse_rel = 1e-3;
+  row.finite = false;
+  EXPECT_NE(lab::fp8_check::verdict(row, false).find("NaN or Inf"), std::string::npos);
 }
 
 }  // namespace flashlab

@@ -134,8 +134,8 @@ TEST(Plot, DecodeLabDrawsTheSplitsAndWhereMeasuredTheBandwidth) {
     EXPECT_EQ(svg.find("TB/s"), std::string::npos) << "nothing measured on the CPU";
     EXPECT_NE(svg.find("B × Hkv = 64 × 8"), std::string::npos);
   }
-  const json gpu = json::parse(testing::slurp(std::string(FLASHLAB_SOURCE_DIR) +
-                                              "/docs/results/lab_decode_cuda.json"));
+  const json gpu = json::parse(
+      testing::slurp(std::string(FLASHLAB_SOURCE_DIR) + "/docs/results/lab_decode_cuda.json"));
   const std::string svg = plot_svg(gpu);
   // The ceiling's line names the figure the report measured.
   const std::string ceiling = fmt::format(
@@ -147,6 +147,32 @@ TEST(Plot, DecodeLabDrawsTheSplitsAndWhereMeasuredTheBandwidth) {
   const PngSize png = render_png(svg, "decode");
   EXPECT_GE(png.width, 800u);
   EXPECT_GT(png.bytes, 15000u);
+}
+
+// The fp8 lab: the four rows' errors on both inputs (log scale) on the CPU; a report with the GPU
+// half (here the CPU report given speed figures, as a GPU run fills them) also each row's error
+// on outliers against its TFLOP/s.
+TEST(Plot, Fp8LabDrawsTheErrorsAndWhereMeasuredTheSpeed) {
+  for (const std::string lang : {"en", "zh"}) {
+    const std::string svg = plot_svg(lab_json("fp8", lang));
+    EXPECT_NE(svg.find(lang == "zh" ? "O 的相对误差" : "relative error of O"), std::string::npos);
+    EXPECT_NE(svg.find(lang == "zh" ? ">fp8，分块缩放<" : ">fp8, block scales<"),
+              std::string::npos);
+    EXPECT_EQ(svg.find("TFLOP/s"), std::string::npos) << "nothing timed";
+  }
+  json doc = lab_json("fp8", "en");
+  for (json& t : doc["tables"])
+    if (t["id"] == "speed") {
+      double tf = 500;
+      for (json& row : t["rows"]) row["tflops"] = tf += 100;
+    }
+  const std::string svg = plot_svg(doc);
+  EXPECT_NE(svg.find("error against speed"), std::string::npos);
+  EXPECT_NE(svg.find(">TFLOP/s<"), std::string::npos);  // the x axis of that panel
+  if (!have_rsvg()) GTEST_SKIP() << "rsvg-convert not installed (Debian package librsvg2-bin)";
+  const PngSize png = render_png(svg, "fp8");
+  EXPECT_GE(png.width, 800u);
+  EXPECT_GT(png.bytes, 10000u);
 }
 
 TEST(Plot, EscapesTextAndRejectsReportsItCannotDraw) {

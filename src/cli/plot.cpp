@@ -100,7 +100,8 @@ void register_plot(CLI::App& app, Action& action) {
   add_output_options(sub, a.out, kTables);
   sub->footer(R"(Examples:
   flashlab lab cost --json cost.json && flashlab plot cost.json -o cost.svg
-  flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg)");
+  flashlab bench --backend cuda --json bench.json && flashlab plot bench.json -o bench.svg
+  flashlab lab fp8 --backend cuda --json fp8.json && flashlab plot fp8.json -o fp8.svg)");
   sub->callback([&action] {
     action = [] {
       const OutputTarget svg_target = output_file("-o", a.output);

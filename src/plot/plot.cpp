@@ -306,9 +306,55 @@ Chart decode_chart(const json& doc, const json& t) {
   }
   c.panels.push_back(
       Panel{zh ? "切分数 S" : "splits S", x, Axis{"S", Scale::log}, series_of("splits")});
-  Panel gain{zh ? "切分带来的加速（S = 1 的时间 / S 段的时间）" : "what splitting buys (time at S = 1 / at S)",
+  Panel gain{zh ? "切分带来的加速（S = 1 的时间 / S 段的时间）"
+                : "what splitting buys (time at S = 1 / at S)",
              x, Axis{zh ? "倍数" : "ratio", Scale::linear}, series_of("speedup")};
   if (!gain.series.empty()) c.panels.push_back(std::move(gain));
+  return c;
+}
+
+// Lab fp8: FA3's error table as a chart, one line per row (its legend the row's name): the
+// relative error of O on normal and on outlier inputs (log scale), and where the GPU half was
+// measured, each row's error on outliers against its TFLOP/s at the speed shape: what accuracy
+// each way of running FP8 keeps, and what speed it buys.
+Chart fp8_chart(const json& doc, const json& errors) {
+  const bool zh = has_cjk(errors.value("title", ""));
+  const json* speed = find_table(doc, "speed");
+  Panel err{zh ? "O 的相对误差（对数坐标）" : "relative error of O (log scale)",
+            Axis{zh ? "输入：1 正态，2 离群值" : "inputs: 1 normal, 2 outliers", Scale::linear,
+                 TickStyle::number, true},
+            Axis{zh ? "相对误差" : "rel error", Scale::log},
+            {}};
+  Panel trade{zh ? "离群值输入：误差与速度" : "outlier inputs: error against speed",
+              Axis{"TFLOP/s", Scale::linear},
+              Axis{zh ? "相对误差" : "rel error", Scale::log},
+              {}};
+  int i = 0;
+  for (const json& row : errors.at("rows")) {
+    const std::string name = text(cell(errors, row, "row"));
+    Series s{name, {}, i};
+    for (const auto& [x, key] : {std::pair{1.0, "rel_normal"}, {2.0, "rel_outliers"}}) {
+      const double y = number(cell(errors, row, key));
+      if (std::isfinite(y) && y > 0) s.points.push_back({x, y});
+    }
+    const double tf = speed && static_cast<size_t>(i) < speed->at("rows").size()
+                          ? number(cell(*speed, speed->at("rows")[i], "tflops"))
+                          : NAN;
+    const double y = number(cell(errors, row, "rel_outliers"));
+    if (std::isfinite(tf) && std::isfinite(y) && y > 0) {
+      Series p{name, {{tf, y}}, i};
+      p.line = false;
+      trade.series.push_back(std::move(p));
+    }
+    if (!s.points.empty()) err.series.push_back(std::move(s));
+    ++i;
+  }
+  if (err.series.empty()) throw std::invalid_argument("the fp8 lab's errors table has no rows");
+  Chart c{
+      zh ? "FP8：e4m3 的误差与补救，以及速度" : "FP8: what e4m3 costs, what the remedies buy back",
+      subtitle(doc),
+      {std::move(err)}};
+  if (!trade.series.empty()) c.panels.push_back(std::move(trade));
   return c;
 }
 
@@ -321,10 +367,12 @@ std::string plot_svg(const json& doc) {
   if (const json* t = find_table(doc, "cost")) return plot::render_svg(cost_chart(doc, *t));
   if (const json* t = find_table(doc, "bench")) return plot::render_svg(bench_chart(doc, *t));
   if (const json* t = find_table(doc, "decode")) return plot::render_svg(decode_chart(doc, *t));
+  if (const json* t = find_table(doc, "errors"); t && column_index(*t, "rel_outliers") >= 0)
+    return plot::render_svg(fp8_chart(doc, *t));
   throw std::invalid_argument("no figure for a '" + shown(command) +
                               "' report: plot draws the cost lab (`flashlab lab cost`), the io "
-                              "lab (`flashlab lab io`), the decode lab (`flashlab lab decode`) "
-                              "and `flashlab bench` reports");
+                              "lab (`flashlab lab io`), the decode lab (`flashlab lab decode`), "
+                              "the fp8 lab (`flashlab lab fp8`) and `flashlab bench` reports");
 }
 
 }  // namespace flashlab

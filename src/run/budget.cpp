@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 
 #include "core/dtype.h"
@@ -179,6 +180,135 @@ std::vector<double> rounding_floor(const Problem& p, const Inputs& in, const For
   return floors;
 }
 
+// fp8: what rounding q and k to e4m3 does to the scores once q and k are spread over their d
+// elements, as incoherent processing spreads them. e4m3 rounds each element it stores to the
+// nearest of 8 mantissa steps of its binade: a relative error of at most u8 = 2^-4 at any scale,
+// of mean square sigma^2 = u8^2 / (8 ln 2) (the error uniform over a step, the mantissa
+// log-uniform over [1, 2) as Benford's law has it; sigma = 0.42 u8). Rounding q_i and k_j element
+// by element (relative errors a_c, b_jc) moves S_ij = scale sum_c q_ic k_jc by
+// scale sum_c q_ic k_jc (a_c + b_jc). Rotated by H D / sqrt(d) (D random signs, H Walsh-Hadamard),
+// the expected sum of squares of the terms is exactly
+//
+//   E sum_c q'_c^2 k'_c^2 = spread(q, k) / d,  spread(q, k) = ||q||^2 ||k||^2 + 2 (q.k)^2
+//                                                              - 2 sum_c q_c^2 k_c^2
+//
+// (about ||q||^2 ||k||^2 / d: what normal inputs give unrotated too). A change dS_ij of row i's
+// scores moves LSE_i = log sum_j exp(S_ij) by sum_j P_ij dS_ij, and O_i = sum_j P_ij v_j by
+// sum_j P_ij dS_ij (v_j - O_i). The RMS of each, with kbar_i = sum_j P_ij k_j (q's errors a_c are
+// shared by every key: in LSE they meet kbar, which leans towards q, so they are summed exactly;
+// k's are each key's own):
+//
+//   e(LSE_i)^2 = sigma^2 scale^2 (spread(q_i, kbar_i) + sum_j P_ij^2 spread(q_i, k_j)) / d
+//   e(S_ij)^2  = 2 sigma^2 scale^2 spread(q_i, k_j) / d
+//   e(O_ik)    = ||P_ij e(S_ij) (v_jk - O_ik)||_j          (the keys' terms of random sign)
+//
+// The plain FP8 forward's error is one draw of these roundings (unrotated); a version that rotates
+// q and k, or scales them by blocks, rounds other numbers and draws another error, which on one
+// row can be many times the plain forward's: at one query row against 129 keys with outliers
+// (d = 64, seed 5113) hopper-fp8's LSE error is 6.0e-4, the plain forward's 5.6e-5, this
+// estimate 1.9e-3. Over 48 draws of the signs on four problems (tests/test_hopper_fp8.cpp) the
+// estimate is 0.98-1.03 times the RMS of the errors drawn and the largest draw at most 2.5 times
+// the estimate, so 4 times it is met by a correct version. It leaves out what e4m3 does to P and V
+// (which the plain forward measures), and it binds only where the plain forward was lucky: a K
+// block skipped, P's 2^8 not undone, or a row's heaviest key left out still fails.
+namespace {
+
+double dot_of(const double* a, const double* b, int64_t d) {
+  double s = 0;
+  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+}  // namespace
+
+std::vector<double> e4m3_score_floor(const Problem& p, const Inputs& in, const Forward& ref_fwd) {
+  const Shape& s = p.shape;
+  if (s.packed()) {  // sequence by sequence, the larger estimate of each output
+    std::vector<double> most(2, 0.0);
+    const int64_t tq = s.total_q();
+    for_each_sequence(p, [&](const Sequence& q) {
+      if (q.empty()) return;
+      Forward f;
+      f.O = gather_rows(ref_fwd.O, q.q0, q.len_q(), s.H, s.d);
+      f.LSE = gather_lse(ref_fwd.LSE, tq, q.q0, q.len_q(), s.H);
+      const std::vector<double> e = e4m3_score_floor(q.problem, sequence_inputs(p, in, q), f);
+      for (int x = 0; x < 2; ++x) most[x] = std::max(most[x], e[x]);
+    });
+    return most;
+  }
+  const int64_t Nq = s.Nq, Nk = s.Nk, d = s.d, heads = s.heads(), kv_rows = s.kv_head_count() * Nk;
+  const double u8 = std::ldexp(1.0, -4), scale = p.softmax_scale();
+  const double sigma2 = u8 * u8 / (8 * std::log(2.0));
+  const double e_unit2 = sigma2 * scale * scale / static_cast<double>(d);
+  // Each key's squares and squared norm, read by every query row.
+  std::vector<double> k_sq(static_cast<size_t>(kv_rows * d)), k_norm2(static_cast<size_t>(kv_rows));
+#pragma omp parallel for if (kv_rows * d > (1 << 16))
+  for (int64_t r = 0; r < kv_rows; ++r) {
+    for (int64_t c = 0; c < d; ++c) k_sq[r * d + c] = in.K[r * d + c] * in.K[r * d + c];
+    k_norm2[r] = std::accumulate(&k_sq[r * d], &k_sq[r * d] + d, 0.0);
+  }
+  // Each row's e(LSE_i) and e(O_i.), then their norms in a fixed order.
+  std::vector<double> e_lse(static_cast<size_t>(heads * Nq), 0.0);
+  std::vector<double> e_o(static_cast<size_t>(heads * Nq * d), 0.0);
+#pragma omp parallel if (heads * Nq * Nk * d > (1 << 20))
+  {
+    std::vector<double> Pe(Nk), q_sq(d), k_mean(d), o2(d);
+#pragma omp for collapse(2) schedule(dynamic, 16)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < Nq; ++i) {
+        const int64_t first = p.first_key(i), last = p.last_key(i);
+        if (first > last) continue;  // sees no key: O = 0, LSE = -inf, nothing to round
+        const int64_t kv0 = s.kv_of(h) * Nk, row = h * Nq + i;
+        const double* qi = in.Q.data() + row * d;
+        const double* O = ref_fwd.O.data() + row * d;
+        const double lse = ref_fwd.LSE[static_cast<size_t>(row)];
+        for (int64_t c = 0; c < d; ++c) q_sq[c] = qi[c] * qi[c];
+        const double q2 = std::accumulate(q_sq.begin(), q_sq.end(), 0.0);
+        double k_errs = 0;  // sum_j P_ij^2 spread(q_i, k_j): each key's own rounding
+        std::fill(k_mean.begin(), k_mean.end(), 0.0);
+        for (int64_t j = first; j <= last; ++j) {
+          const double* kj = in.K.data() + (kv0 + j) * d;
+          const double dot = dot_of(qi, kj, d);
+          const double spread = std::max(0.0, q2 * k_norm2[kv0 + j] + 2 * dot * dot -
+                                                  2 * dot_of(q_sq.data(), &k_sq[(kv0 + j) * d], d));
+          const double P = std::exp(scale * dot - lse);
+          Pe[j] = P * std::sqrt(2 * e_unit2 * spread);
+          k_errs += P * P * spread;
+          for (int64_t c = 0; c < d; ++c) k_mean[c] += P * kj[c];
+        }
+        // q's rounding is shared by every key: in LSE it meets kbar = sum_j P_ij k_j, exactly.
+        double kb2 = 0, qkb = 0, terms = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          kb2 += k_mean[c] * k_mean[c];
+          qkb += qi[c] * k_mean[c];
+          terms += q_sq[c] * k_mean[c] * k_mean[c];
+        }
+        const double q_errs = std::max(0.0, q2 * kb2 + 2 * qkb * qkb - 2 * terms);
+        e_lse[static_cast<size_t>(row)] = std::sqrt(e_unit2 * (q_errs + k_errs));
+        std::fill(o2.begin(), o2.end(), 0.0);
+        for (int64_t j = first; j <= last; ++j) {
+          const double* vj = in.V.data() + (kv0 + j) * d;
+          for (int64_t c = 0; c < d; ++c) {
+            const double t = Pe[j] * (vj[c] - O[c]);
+            o2[c] += t * t;
+          }
+        }
+        for (int64_t c = 0; c < d; ++c) e_o[static_cast<size_t>(row * d + c)] = std::sqrt(o2[c]);
+      }
+  }
+  Norm2 eO, rO, eL, rL;
+  for (int64_t row = 0; row < heads * Nq; ++row) {
+    if (p.first_key(row % Nq) > p.last_key(row % Nq)) continue;
+    eL.add(e_lse[static_cast<size_t>(row)]);
+    rL.add(ref_fwd.LSE[static_cast<size_t>(row)]);
+    for (int64_t c = 0; c < d; ++c) {
+      eO.add(e_o[static_cast<size_t>(row * d + c)]);
+      rO.add(ref_fwd.O[static_cast<size_t>(row * d + c)]);
+    }
+  }
+  return {norm_ratio(eO, rO), norm_ratio(eL, rL)};
+}
+
 ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& ref_fwd,
                            const Gradients& ref_grads, bool with_grads) {
   const Shape& s = p.shape;
@@ -235,10 +365,12 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
     return b;
   }
   Forward lf = reference::lowp_forward(p, in, /*keep_P=*/with_grads);
+  std::vector<double> e4m3 = {0.0, 0.0};  // O, LSE
+  if (p.dtype == DType::fp8) e4m3 = e4m3_score_floor(p, in, ref_fwd);
   add("O", compare(lf.O, ref_fwd.O).rel, compare(rounded(p.dtype, ref_fwd.O), ref_fwd.O).rel,
-      floor);
+      std::max(floor, e4m3[0]));
   add("LSE", compare_lse(lf.LSE, ref_fwd.LSE).rel,
-      compare_lse(rounded(lse_type, ref_fwd.LSE), ref_fwd.LSE).rel, floor);
+      compare_lse(rounded(lse_type, ref_fwd.LSE), ref_fwd.LSE).rel, std::max(floor, e4m3[1]));
   if (!with_grads) return b;
   Gradients lg = reference::lowp_backward(p, in, lf);
   add("dQ", compare(lg.dQ, ref_grads.dQ).rel,
@@ -260,7 +392,9 @@ std::string budget_definition() {
          "0.5 makes a zero output (rel 1) fail, also where the dtype cannot resolve the exact "
          "answer; NaN or Inf always fails. fp8 (bf16 inputs and O, e4m3 products; O and LSE "
          "only): the straightforward computation is the plain FP8 forward, Q, K, V and P in "
-         "e4m3 with one scale per tensor";
+         "e4m3 with one scale per tensor, and the floor is the larger of u_acc * sqrt(max(Nq, Nk, "
+         "d)) and the expected error of O and LSE from rounding Q and K to e4m3 (2^-4 relative "
+         "per element) once spread over d, as incoherent processing spreads them";
 }
 
 json budget_json(const ErrorBudget& b) {

@@ -18,7 +18,12 @@
 //                           that form X (dS rows sum to zero, so dQ and dK can be far smaller than
 //                           their terms);
 //                     other dtypes: u_acc * sqrt(max(Nq, Nk, d)), u_acc the unit roundoff of fp32;
-//                           the straightforward computation measures the rest.
+//                           the straightforward computation measures the rest;
+//                     fp8: the larger of that and the expected error that rounding Q and K to
+//                           e4m3 (u = 2^-4 relative per element) makes in the scores, spread over
+//                           d as incoherent processing spreads them, carried to O and LSE
+//                           (e4m3_score_floor): the plain FP8 forward's error is one draw of those
+//                           roundings, and on one row it can be small by chance.
 // ceiling           0.5: a zero output (rel = 1) always fails. Where the dtype cannot resolve the
 //                   exact answer (true values that underflow in it, or that rounding swamps), the
 //                   output fails: nothing it holds can be told from zero.
@@ -63,6 +68,11 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
 // (budget.cpp says how it is formed). One pass over every (query, key) pair, like the reference.
 std::vector<double> rounding_floor(const Problem& p, const Inputs& in, const Forward& ref_fwd,
                                    const Gradients& ref_grads, double u);
+
+// fp8's floor of O and LSE (in that order): the expected error that rounding Q and K to e4m3
+// (u = 2^-4 relative, per element) makes in the scores, carried to LSE and O (budget.cpp derives
+// it). One pass over every (query, key) pair, like the reference.
+std::vector<double> e4m3_score_floor(const Problem& p, const Inputs& in, const Forward& ref_fwd);
 
 // The definition above, for reports and the README.
 std::string budget_definition();
