@@ -96,7 +96,7 @@ TEST(CliErrors, RunRejectsBadInputBeforeComputing) {
       {"table empty", "run -N 8 --table '' --json %J", "--table: an empty value is not allowed"},
       // Checked before any work: nothing is computed, nothing is written.
       {"table unknown, with a dump", "run -N 8 -d 8 --table bogus --dump %D --json %J",
-       "no table 'bogus' in this report (tables: errors, timing, budget, ring)"},
+       "no table 'bogus' in this report (tables: errors, timing, budget, ring, ring_times)"},
       {"json and dump on one path", "run -N 8 -d 8 --json %D --dump %D", "are the same output"},
       {"json to stdout twice", "run -N 8 -d 8 --json - --json /dev/stdout", "--json"},
       // run is one problem: the lists bench sweeps are refused, in bench's spelling.
