@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "common/sm80/mma.cuh"
+#include "common/smem_opt_in.h"
 #include "core/cuda_check.h"
 #include "split_launch.h"
 
@@ -412,8 +413,7 @@ template <class T, int D, bool kPaged>
 void launch_split(const SplitParams& p, int row_blocks, int kv_heads, cudaStream_t stream) {
   constexpr int smem = split_smem_bytes<D>();
   auto* kernel = split_kernel<T, D, kPaged>;
-  FLASHLAB_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  FLASHLAB_CUDA_CHECK(opt_in_smem(kernel, smem));  // above 48 KiB: once per kernel and device
   const dim3 grid(p.splits * p.Hkv, row_blocks, kv_heads / p.Hkv);
   kernel<<<grid, kWarps * 32, smem, stream>>>(p);
   FLASHLAB_CUDA_CHECK(cudaGetLastError());

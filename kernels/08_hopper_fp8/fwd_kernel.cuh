@@ -57,6 +57,7 @@
 #include <cstdint>
 
 #include "common/sm80/mma.cuh"
+#include "common/smem_opt_in.h"
 #include "common/sm90/sync.cuh"
 #include "common/sm90/tma.cuh"
 #include "common/sm90/wgmma.cuh"
@@ -486,12 +487,7 @@ template <int D, bool kCausal>
 void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream) {
   constexpr int kSmem = Smem<D>::kLaunchBytes;
   auto* kernel = &fwd_kernel<D, kCausal>;
-  static const bool smem_raised = [kernel] {
-    FLASHLAB_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)smem_raised;
+  FLASHLAB_CUDA_CHECK(opt_in_smem(kernel, kSmem));  // above 48 KiB: once per kernel and device
   kernel<<<dim3((p.Nq + Br - 1) / Br, heads), kThreads, kSmem, stream>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }

@@ -15,26 +15,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
+#include "common/sm80/mma.cuh"
 #include "core/cuda_check.h"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::ring_kernels {
-
-template <class T>
-__device__ __forceinline__ float to_float(T x) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half2float(x);
-  else
-    return __bfloat162float(x);
-}
-template <class T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __float2half_rn(x);
-  else
-    return __float2bfloat16_rn(x);
-}
 
 // o, lse: the running fp32 O and LSE; o_b, lse_b: one block's O (in the storage dtype, as its
 // kernel writes it) and LSE. first: the row's first block (o, lse hold anything, poison included).
@@ -61,7 +46,7 @@ __global__ void merge_kernel(float* __restrict__ o, float* __restrict__ lse,
   for (int k = lane; k < d; k += 32) {
     const int64_t i = row * d + k;
     const float prev = la == -INFINITY ? 0.f : o[i];
-    o[i] = a * prev + (b == 0.f ? 0.f : b * to_float(o_b[i]));
+    o[i] = a * prev + (b == 0.f ? 0.f : b * ElemTraits<T>::to_float(o_b[i]));
   }
   __syncwarp();  // every lane has read lse[row] before it changes
   if (lane == 0) lse[row] = merged;
@@ -77,7 +62,7 @@ __global__ void finalize_kernel(T* __restrict__ o_out, float* __restrict__ lse_o
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t row = i / d;
     const bool none = lse[row] == -INFINITY;
-    o_out[i] = from_float<T>(none ? 0.f : o[i]);
+    o_out[i] = ElemTraits<T>::from_float(none ? 0.f : o[i]);
     if (i % d == 0) lse_out[row] = lse[row];
   }
 }
@@ -87,7 +72,7 @@ template <class T>
 __global__ void add_kernel(float* __restrict__ acc, const T* __restrict__ x, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    acc[i] += to_float(x[i]);
+    acc[i] += ElemTraits<T>::to_float(x[i]);
 }
 
 // out = in + part, or out = part when in is null (the shard's first rank).
@@ -103,7 +88,7 @@ template <class T>
 __global__ void convert_kernel(T* __restrict__ out, const float* __restrict__ in, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = from_float<T>(in[i]);
+    out[i] = ElemTraits<T>::from_float(in[i]);
 }
 
 // Launch shapes: element-wise passes in a grid-stride loop of at most 4096 blocks of 256 threads;
