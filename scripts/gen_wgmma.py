@@ -4,12 +4,16 @@ kernels, the FP8 forward and the wgmma ceiling use.
 
 A wgmma instruction names every accumulator register of its thread (N/2 of them for m64nNk16), and
 inline assembly cannot build an operand list from a template parameter, so each shape is spelled
-out once here, by a program, instead of by hand. Run it after changing SHAPES:
+out once here, by a program, instead of by hand. Run it after changing the shapes:
 
     python3 scripts/gen_wgmma.py > kernels/common/sm90/wgmma_ops.inc
 """
 
-SHAPES = [64, 128]  # the N of m64nNk16 that the kernels use (Bc for S, d for O)
+# The N of m64nNk16 that the kernels use: Bc for S = Q K^T (both operands from shared memory),
+# d for O += P V (P from registers). d = 256 takes key tiles of 80 (docs/perf.md, Hopper forward
+# at d = 256).
+SS_SHAPES = [64, 80, 128]
+RS_SHAPES = [64, 128, 256]
 TT_SHAPES = [64]  # the backward's dQ = dS K: both operands MN-major
 TYPES = [("__half", "f16"), ("__nv_bfloat16", "bf16")]
 # The wgmma ceiling (src/cuda/ceilings.cu): the widest product, bf16, both operands K-major.
@@ -102,8 +106,9 @@ def main():
     print("// declares the templates and explains the operands.")
     print("// clang-format off")
     for ctype, ptx in TYPES:
-        for n in SHAPES:
+        for n in SS_SHAPES:
             print(emit_ss(ctype, ptx, n))
+        for n in RS_SHAPES:
             print(emit_rs(ctype, ptx, n))
         for n in TT_SHAPES:
             print(emit_ss(ctype, ptx, n, "wgmma_ss_tt", "1, 1"))

@@ -50,7 +50,7 @@
 //
 // Limits: sm_90a only (an H100/H200: wgmma and setmaxnreg exist nowhere else; the build needs
 // -gencode=arch=compute_90a,code=sm_90a); fp16 and bf16 storage, fp32 accumulation; head dims
-// 64 and 128; B*H <= 65535; positive scale; Nq, Nk <= 2^30 and Nq*d, Nk*d < 2^31 (kRungLimits
+// 64, 128 and 256 forward, 64 and 128 backward; B*H <= 65535; positive scale; Nq, Nk <= 2^30 and Nq*d, Nk*d < 2^31 (kRungLimits
 // below). Within those any Nq, Nk: the copy engine clips tiles at a head's last row, so ragged
 // tails are masked, not assumed away.
 #include <cuda_bf16.h>
@@ -96,11 +96,13 @@ std::string hopper_unavailable(int cc_major, int cc_minor) {
 // The forward's limits: 32-bit row indices, and a positive scale (the running maximum is taken
 // over the raw scores, then scaled).
 constexpr ShapeLimits kForwardLimits{
-    .head_dims = {64, 128}, .max_rows = int64_t{1} << 30, .positive_scale = true};
-// The rung's (forward and backward): the backward runs the FA2 passes (preprocess, convert) too,
-// with their 32-bit element offsets inside a head.
-constexpr ShapeLimits kRungLimits = [] {
+    .head_dims = {64, 128, 256}, .max_rows = int64_t{1} << 30, .positive_scale = true};
+// The backward's: head dims 64 and 128 (its dK and dV accumulators at d = 256 need another
+// division of the work: docs/perf.md), and the FA2 passes it runs too (preprocess, convert) with
+// their 32-bit element offsets inside a head.
+constexpr ShapeLimits kBackwardLimits = [] {
   ShapeLimits l = kForwardLimits;
+  l.head_dims = {64, 128};
   l.max_head_elems = kFa2BwdLimits.max_head_elems;
   return l;
 }();
@@ -112,12 +114,26 @@ std::string hopper_check(const Problem& p, const ShapeLimits& limits) {
   const DeviceInfo& d = device_info();
   return d.present ? hopper_unavailable(d.cc_major, d.cc_minor) : std::string();
 }
-std::string rung_check(const Problem& p) {
-  std::string why = hopper_check(p, kRungLimits);
-  if (why.empty() && p.shape.packed() && p.shape.B > kMaxPackedSeqs)
-    why = "hopper on CUDA takes packed batches of at most " + std::to_string(kMaxPackedSeqs) +
-          " sequences (its tensor maps per sequence)";
+std::string packed_check(const Problem& p) {
+  if (p.shape.packed() && p.shape.B > kMaxPackedSeqs)
+    return "hopper on CUDA takes packed batches of at most " + std::to_string(kMaxPackedSeqs) +
+           " sequences (its tensor maps per sequence)";
+  return {};
+}
+// hopper: what its forward takes (check); what its backward takes beyond that (backward_check:
+// at d = 256 the forward runs alone).
+std::string forward_check(const Problem& p) {
+  const std::string why = hopper_check(p, kForwardLimits);
+  return why.empty() ? packed_check(p) : why;
+}
+std::string backward_check(const Problem& p) {
+  const std::string why = shape_check(p, "hopper's backward", kBackwardLimits);
   return why.empty() ? bwd_packed_check(p, "hopper") : why;
+}
+// hopper-deterministic (a backward alone): both.
+std::string rung_check(const Problem& p) {
+  const std::string why = forward_check(p);
+  return why.empty() ? backward_check(p) : why;
 }
 
 // The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
@@ -286,8 +302,8 @@ void forward_for(const DeviceTensors& t) {
 }
 
 void hopper_forward(const DeviceTensors& t) {
-  dispatch_dtype_head_dim(t.problem,
-                          [&]<class T, int kD>() { forward_for<hopper_fwd::kAllIdeas, T, kD>(t); });
+  dispatch_dtype_head_dims<64, 128, 256>(
+      t.problem, [&]<class T, int kD>() { forward_for<hopper_fwd::kAllIdeas, T, kD>(t); });
 }
 
 // ---- backward ----
@@ -442,10 +458,11 @@ std::span<const AblationVariant> hopper_ablation() {
 
 }  // namespace flashlab::cuda
 
-FLASHLAB_CUDA_VERSION({.check = rung_check,
+FLASHLAB_CUDA_VERSION({.check = forward_check,
                        .workspace_bytes = hopper_workspace,
                        .forward = hopper_forward,
                        .backward = backward<false>,
+                       .backward_check = backward_check,
                        .unavailable = hopper_unavailable,
                        .ablation = hopper_ablation,
                        .axes = kGroupedHeads | kWindow | kPacked});

@@ -33,6 +33,7 @@ struct Consumer {
   static constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
   using Tr = FwdTraits<D, kCausal>;
   static constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
+  static constexpr int kQBuffers = Tr::kQBuffers;
   static constexpr int W = Tr::kConsumers;  // consumer warpgroups, 64 rows each
   static constexpr int NS = Bc / 2;         // S accumulators per thread (64 x Bc over 128 threads)
   static constexpr int NO = D / 2;          // O accumulators per thread
@@ -43,6 +44,8 @@ struct Consumer {
       (kIdeaBits & kLeftSide) != 0;  // the band's left side (fwd_params.h)
   static constexpr bool kPacked = (kIdeaBits & kPackedBatch) != 0;  // fwd_params.h
   static_assert(Br == 64 * W && W >= 2 && W <= 4, "two to four consumer warpgroups of 64 rows");
+  static_assert(!Tr::kOInQ || (!Tr::kIdlePadding && kIdeas.tma_epilogue && kIdeas.warp_specialized),
+                "O through Q's buffer: every warpgroup stores, through the epilogue that frees Q");
 
   const FwdParams& p;
   const Smem<T, D, kCausal>& sm;
@@ -165,8 +168,8 @@ struct Consumer {
   // ---- releases (and, without a producer, the refills they make possible) ----
   __device__ void release_k(int it) {
     sm90::mbar_arrive(sm.k_empty() + (g0 + it) % kStages);
-    if (it == sc.n_kv - 1)  // the tile's last S has read Q
-      sm90::mbar_arrive(sm.q_empty() + q_count % kQBuffers);
+    if (!Tr::kOInQ && it == sc.n_kv - 1)  // the tile's last S has read Q (kOInQ: the epilogue
+      sm90::mbar_arrive(sm.q_empty() + q_count % kQBuffers);  // releases it after O's store)
     if (refill && it + kStages < sc.n_kv)
       refill->load_k(&p.k_map, head / p.group, sc, it + kStages, g0 + it + kStages);
   }

@@ -1,7 +1,8 @@
 // The epilogue of a consumer warpgroup: O = acc / l and LSE = m ln 2 + ln l for its 64 rows.
 //
 // With the bulk store (the rung), the warpgroup writes its O rows, packed to 16 bits, into its
-// rows of the shared O tile, in the same 128-byte swizzle the copy engine expects; after a proxy
+// rows of the shared O tile (at d = 256 its rows of the Q buffer, which its last S has read; one
+// thread releases them to the producer once the store has read them: the traits' kOInQ), in the same 128-byte swizzle the copy engine expects; after a proxy
 // fence and a barrier of the warpgroup, one thread stores the 64 x D rows with D / 64 bulk tensor
 // copies, which clip the rows past Nq, and goes on without waiting: the copy runs while the next
 // tile's products do, and is waited for (for its reads of shared memory) only before the
@@ -44,6 +45,7 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
   constexpr bool kPacked = (kIdeaBits & kPackedBatch) != 0;
   const int Nq = kPacked ? v.nq : p.Nq;
   constexpr int Br = FwdTraits<D, kCausal>::Br;
+  constexpr bool kOInQ = FwdTraits<D, kCausal>::kOInQ;  // O's rows are the warpgroup's Q rows
   constexpr float kLn2 = 0.6931471805599453f;
   const int lane = t % 32, qd = lane % 4;
   const int row_in_wg = 16 * (t / 32) + lane / 4;  // + 8 for the second row of the thread
@@ -77,8 +79,16 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
         sm90::tma_store_3d(o_map, 64 * b, sc.q0 + 64 * wg, head,
                            sm.o() + b * Br * 64 + wg * 64 * 64);
       sm90::bulk_commit();
+      if constexpr (kOInQ) {  // the rows are Q's: free once the store has read them
+        sm90::bulk_wait_read();
+        sm90::mbar_arrive(sm.q_empty());
+      }
     }
   } else {
+    if constexpr (kOInQ) {  // every thread of the warpgroup is past its last S: Q's rows are free
+      sm90::named_sync(kEpilogueBarrierId + wg, 128);
+      if (t == 0) sm90::mbar_arrive(sm.q_empty());
+    }
     T* O = static_cast<T*>(p.o);
 #pragma unroll
     for (int i = 0; i < D / 2; i += 2) {

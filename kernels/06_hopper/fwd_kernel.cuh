@@ -45,9 +45,11 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
                 "a packed batch runs with every idea on (bulk copies only)");
 
   if (threadIdx.x == 0) {
-    for (int b = 0; b < kQBuffers; ++b) {
+    for (int b = 0; b < Tr::kQBuffers; ++b) {
       sm90::mbar_init(sm.q_full() + b, L::kFullArrivals);
-      sm90::mbar_init(sm.q_empty() + b, 128 * W);  // every consumer thread releases
+      // Every consumer thread releases Q after its last S; with O through Q's buffer, one thread
+      // of each warpgroup after O's store (fwd_epilogue.cuh).
+      sm90::mbar_init(sm.q_empty() + b, Tr::kOInQ ? W : 128 * W);
     }
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(sm.k_full() + s, L::kFullArrivals);

@@ -63,6 +63,13 @@ struct FwdParams {
 //     warpgroup or two of the first block whenever Nq is not a multiple of 192 (+1.2 % at N =
 //     1024); at d = 128 only when Nq mod 128 is 1..64, and there the branch cost 1.8 % on every
 //     causal shape, so it is left out.
+//   - kQBuffers: Q tiles in flight, so that the next tile's Q lands while this one's last
+//     products run (two); kOInQ: O leaves through the Q buffer its warpgroup's rows came from
+//     (after the tile's last S), instead of a tile of its own.
+//   - d = 256: a 64 x 256 O accumulator is 128 registers a thread, so key tiles of 80 (S 40, P
+//     20: 188 with O) where d = 128 takes 128, and 64 under the causal mask (at 80 its masks
+//     spilled 28 bytes, 76 with a window's left side); Q (64 KiB) with two stages of K and V
+//     (80 KiB each) fill the 227 KiB a block may have: one Q buffer, and O through it.
 template <int D, bool kCausal>
 struct FwdTraits;
 
@@ -73,6 +80,8 @@ struct FwdTraits<64, kCausal> {
   static constexpr bool kDynamic = kCausal;
   static constexpr bool kPingpong = true;
   static constexpr bool kIdlePadding = kCausal;
+  static constexpr int kQBuffers = 2;
+  static constexpr bool kOInQ = false;
 };
 
 template <bool kCausal>
@@ -82,6 +91,19 @@ struct FwdTraits<128, kCausal> {
   static constexpr bool kDynamic = kCausal;
   static constexpr bool kPingpong = !kCausal;
   static constexpr bool kIdlePadding = false;
+  static constexpr int kQBuffers = 2;
+  static constexpr bool kOInQ = false;
+};
+
+template <bool kCausal>
+struct FwdTraits<256, kCausal> {
+  static constexpr int Br = 128, Bc = kCausal ? 64 : 80, kStages = 2;
+  static constexpr int kConsumers = Br / 64;
+  static constexpr bool kDynamic = kCausal;
+  static constexpr bool kPingpong = true;
+  static constexpr bool kIdlePadding = false;
+  static constexpr int kQBuffers = 1;
+  static constexpr bool kOInQ = true;
 };
 
 // The Hopper ideas of this rung, each a compile-time switch (the ablation turns one off at a

@@ -21,6 +21,7 @@ struct Loader {
   static constexpr FwdIdeas kIdeas = ideas_of(kIdeaBits);
   using Tr = FwdTraits<D, kCausal>;
   static constexpr int Br = Tr::Br, Bc = Tr::Bc, kStages = Tr::kStages;
+  static constexpr int kQBuffers = Tr::kQBuffers;
   static constexpr int kBlocks = D / 64;                       // 64-column blocks per tile row
   static constexpr bool kLeft = (kIdeaBits & kLeftSide) != 0;  // the band's left side
 

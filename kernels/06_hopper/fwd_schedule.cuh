@@ -17,11 +17,14 @@
 //   Q     [2][D/64][Br][64]           two buffers: the block's n-th tile's Q goes to buffer n % 2,
 //                                     so the next tile's Q arrives while this one's last products
 //                                     and epilogue run; consumer warpgroup w reads rows 64w..
+//                                     (d = 256: one buffer, the traits' kQBuffers)
 //   O     [D/64][Br][64]              each warpgroup's O rows on their way out by bulk store
+//                                     (d = 256: none; each warpgroup's O rows go out through its
+//                                     rows of the Q buffer, the traits' kOInQ)
 //   K     [kStages][D/64][Bc][64]     ring of K tiles (the ring runs on across the block's tiles)
 //   V     [kStages][D/64][Bc][64]     ring of V tiles
-//   bars  q_full[2], q_empty[2], k_full[s], k_empty[s], v_full[s], v_empty[s], tile_full[2],
-//         tile_empty[2]
+//   bars  q_full[kQBuffers], q_empty[kQBuffers], k_full[s], k_empty[s], v_full[s], v_empty[s],
+//         tile_full[2], tile_empty[2]
 //   tile_slot[2]                       the announced tiles (dynamic order)
 #pragma once
 
@@ -97,17 +100,17 @@ __device__ BlockSchedule block_schedule(const FwdParams& p, const SeqView& v, in
                                                      p.band_left, p.band_right, q_block);
 }
 
-// Q tiles in flight: a block's tiles take turns in them.
-constexpr int kQBuffers = 2;
-
 template <int D, bool kCausal>
 struct SmemLayout {
   using Tr = FwdTraits<D, kCausal>;
+  static constexpr int kQBuffers = Tr::kQBuffers;  // Q tiles in flight: the block's tiles take turns
   static constexpr int kQBytes = Tr::Br * D * 2;     // one Q buffer, and the O tile
   static constexpr int kTileBytes = Tr::Bc * D * 2;  // one K or V stage
   static constexpr int kQ = 0;
-  static constexpr int kO = kQ + kQBuffers * kQBytes;
-  static constexpr int kK = kO + kQBytes;
+  // O: a tile of its own after the Q buffers, or (kOInQ) the one Q buffer.
+  static constexpr int kO = Tr::kOInQ ? kQ : kQ + kQBuffers * kQBytes;
+  static constexpr int kK = kQ + kQBuffers * kQBytes + (Tr::kOInQ ? 0 : kQBytes);
+  static_assert(!Tr::kOInQ || kQBuffers == 1, "O through Q's buffer: one Q buffer");
   static constexpr int kV = kK + Tr::kStages * kTileBytes;
   static constexpr int kBars = kV + Tr::kStages * kTileBytes;
   static constexpr int kSlots = kBars + (2 * kQBuffers + 4 * Tr::kStages + 4) * 8;
@@ -123,6 +126,7 @@ template <class T, int D, bool kCausal>
 struct Smem {
   using L = SmemLayout<D, kCausal>;
   static constexpr int S = FwdTraits<D, kCausal>::kStages;
+  static constexpr int kQBuffers = L::kQBuffers;
   unsigned char* base;  // 1024-byte aligned
 
   __device__ explicit Smem(unsigned char* raw) {

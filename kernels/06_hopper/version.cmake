@@ -5,9 +5,9 @@ set(VERSION_CUDA_ARCHS 90a)
 
 # Its heavy kernels, one object each (the build writes them; kernels/versions.cmake,
 # flashlab_instances): the forward and the two backwards for every (dtype, head dim), dense and
-# packed, and the ablation's forwards, each with one idea switched off (ablation.h), at bf16, d = 128 only.
+# packed (the forward at d = 256 too), and the ablation's forwards, each with one idea switched off (ablation.h), at bf16, d = 128 only.
 flashlab_instances(fwd INCLUDE fwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd
-  VARY T=__half,__nv_bfloat16 D=64,128
+  VARY T=__half,__nv_bfloat16 D=64,128,256
   LINES "template void launch_fwd<@T@, @D@, false, kAllIdeas>(const FwdParams&, cudaStream_t)"
         "template void launch_fwd<@T@, @D@, true, kAllIdeas>(const FwdParams&, cudaStream_t)"
         "template void launch_fwd<@T@, @D@, true, kAllIdeas | kLeftSide>(const FwdParams&, cudaStream_t)")
@@ -15,7 +15,7 @@ flashlab_instances(fwd INCLUDE fwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB
 # keep their objects and machine code.
 flashlab_instances(fwd_packed INCLUDE fwd_kernel.cuh
   NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd
-  VARY T=__half,__nv_bfloat16 D=64,128
+  VARY T=__half,__nv_bfloat16 D=64,128,256
   LINES "template void launch_fwd<@T@, @D@, false, kAllIdeas | kPackedBatch>(const FwdParams&, cudaStream_t)"
         "template void launch_fwd<@T@, @D@, true, kAllIdeas | kPackedBatch>(const FwdParams&, cudaStream_t)"
         "template void launch_fwd<@T@, @D@, true, kAllIdeas | kLeftSide | kPackedBatch>(const FwdParams&, cudaStream_t)")

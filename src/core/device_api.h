@@ -62,6 +62,11 @@ struct Version {
   // when the version has no such pass. Launches only: no allocation, no synchronisation.
   void (*forward)(const DeviceTensors&) = nullptr;
   void (*backward)(const DeviceTensors&) = nullptr;
+  // Optional: a problem that `check` takes but the backward cannot (its forward takes more head
+  // dims than its backward), in one sentence saying what the backward takes; empty when it can.
+  // Such a problem runs the forward alone (cuda::run, the runner, bench), and the report says
+  // why the backward did not run. Null: the backward takes whatever `check` takes.
+  std::string (*backward_check)(const Problem&) = nullptr;
   // Optional: empty when the version can run on a GPU of this compute capability, otherwise one
   // sentence saying why not ("needs ..."). The build's own targets are checked before this (a
   // folder built only for sm_90a is unavailable on an sm_80 GPU without asking).
@@ -81,6 +86,13 @@ struct Version {
   // through this instead. Null for the others.
   const struct RingCuda* ring = nullptr;
 };
+
+// Why v's backward does not run on p though its forward does (Version::backward_check), or
+// empty: then both passes run.
+inline std::string backward_refusal(const Version& v, const Problem& p) {
+  if (v.forward == nullptr || v.backward == nullptr || v.backward_check == nullptr) return {};
+  return v.backward_check(p);
+}
 
 // A whole run of a ring on the GPUs (RingCuda::run): the problem, its host inputs, the ranks and
 // block kernels, and how often to run: once for the answer, then warm-up, timed and bitwise runs.

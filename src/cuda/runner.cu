@@ -163,7 +163,7 @@ Sizes sizes_of(const Version& v, const Problem& p, const LaunchOptions& launch) 
   s.workspace = v.workspace_bytes ? v.workspace_bytes(p, launch) : 0;
   s.table = static_cast<size_t>(p.shape.num_pages());
   s.fwd = v.forward != nullptr;
-  s.bwd = v.backward != nullptr;
+  s.bwd = v.backward != nullptr && backward_refusal(v, p).empty();
   s.needs_o_lse_input = s.bwd && !s.fwd;
   return s;
 }

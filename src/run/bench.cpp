@@ -172,6 +172,13 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
     };
     if (o.has_fwd && b.time_fwd) add("fwd", o.fwd_time, fwd_flops(p));
     if (o.has_bwd && b.time_bwd) add("bwd", o.bwd_time, bwd_flops(p));
+    if (!o.backward_refused.empty() && b.time_bwd) {  // its forward takes the shape, not its backward
+      auto row = base("bwd");
+      for (int k = 0; k < 4; ++k) row.push_back(nullptr);
+      row.push_back(ok);
+      row.push_back("skipped: " + o.backward_refused);
+      t.rows.push_back(row);
+    }
   }
 }
 

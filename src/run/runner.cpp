@@ -102,6 +102,8 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   out.version = &v;
   out.has_fwd = v.cuda->forward != nullptr || v.cuda->ring != nullptr;  // a ring runs both
   out.has_bwd = v.cuda->backward != nullptr || v.cuda->ring != nullptr;
+  out.backward_refused = cuda::backward_refusal(*v.cuda, c.problem);  // its forward runs alone
+  if (!out.backward_refused.empty()) out.has_bwd = false;
   cuda::RunOptions opt;
   opt.warmup = c.warmup;
   opt.repeats = c.repeats;
@@ -523,6 +525,10 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
           "{} is not bitwise repeatable: its runs gave different bits (it is registered as "
           "non-deterministic).",
           v.version->id));
+  for (const VersionOutcome& v : r.versions)
+    if (!v.backward_refused.empty())
+      rep.observations.push_back(fmt::format("{}'s backward did not run: {}. Its forward ran alone.",
+                                             v.version->id, v.backward_refused));
   for (const VersionOutcome& v : r.versions)
     if (v.version->kv_splits && v.not_implemented.empty())
       rep.observations.push_back(kv_splits_note(*v.version, c));

@@ -41,6 +41,9 @@ struct VersionOutcome {
   // be written, or "error: ..." when the version threw anything else: either way it has no
   // outputs and fails, and the other versions of the run go on.
   std::string not_implemented;
+  // A version whose backward takes fewer problems than its forward (cuda::Version::
+  // backward_check): why its backward did not run; its forward ran and is judged alone.
+  std::string backward_refused;
   // A ring on the GPUs: the kernels its ranks ran on their blocks, and the timed runs' compute and
   // transfer times per rank and step (core/device_api.h).
   std::string ring_blocks;

@@ -246,7 +246,15 @@ inline void check_every_version(const Problem& p, const Inputs& in, const Expect
       EXPECT_TRUE(why.empty()) << v.id << " rejects a shape of the " << loop.matrix << ": " << why;
       if (!why.empty()) continue;
     }
-    const bool fwd = v.cuda->forward != nullptr, bwd = v.cuda->backward != nullptr;
+    // A backward that takes fewer problems than its forward: the forward is tested alone.
+    const std::string bwd_refused = cuda::backward_refusal(*v.cuda, p);
+    if (!bwd_refused.empty()) {
+      std::cout << "[" << v.id << "] " << name << ": " << bwd_refused << "\n";
+      EXPECT_TRUE(loop.may_refuse && bwd_refused.find(loop.may_refuse) != std::string::npos)
+          << v.id << "'s backward rejects a shape of the " << loop.matrix << ": " << bwd_refused;
+    }
+    const bool fwd = v.cuda->forward != nullptr,
+               bwd = v.cuda->backward != nullptr && bwd_refused.empty();
     const Forward* fwd_in = (bwd && !fwd) ? forward_for_backward() : nullptr;
     if (bwd && !fwd) {
       ASSERT_NE(fwd_in, nullptr) << loop.no_feed << v.id;
