@@ -44,7 +44,8 @@ struct Consumer {
       (kIdeaBits & kLeftSide) != 0;  // the band's left side (fwd_params.h)
   static constexpr bool kPacked = (kIdeaBits & kPackedBatch) != 0;  // fwd_params.h
   static_assert(Br == 64 * W && W >= 2 && W <= 4, "two to four consumer warpgroups of 64 rows");
-  static_assert(!Tr::kOInQ || (!Tr::kIdlePadding && kIdeas.tma_epilogue && kIdeas.warp_specialized),
+  static_assert(Tr::kOStage != OStage::in_q ||
+                    (!Tr::kIdlePadding && kIdeas.tma_epilogue && kIdeas.warp_specialized),
                 "O through Q's buffer: every warpgroup stores, through the epilogue that frees Q");
 
   const FwdParams& p;
@@ -58,7 +59,6 @@ struct Consumer {
   BlockSchedule sc;
   int head;
   int seq;      // packed: the tile's sequence
-  SeqView sv;   // packed: its lengths (a dense kernel reads the problem's from the parameters)
   int g0;       // the block's iteration count before this tile: the K/V ring position of its first
   int q_count;  // tiles with keys before this one: this tile's Q is in buffer q_count % kQBuffers
 
@@ -79,7 +79,7 @@ struct Consumer {
       const Tile tl = tile_of<kIdeas.heavy_first, kPacked, Br>(p, tile);
       head = tl.head;
       seq = tl.seq;
-      sv = seq_view<kPacked>(p, seq);
+      const SeqView sv = seq_view<kPacked>(p, seq);
       sc = block_schedule<Br, Bc, kCausal>(p, sv, tl.q_block);
       if (sc.n_kv == 0) {  // causal, Nq > Nk (or a sequence without keys): no row sees a key
         store_empty_rows<T, D, kPacked>(p, sc, sv, head, wg, t);
@@ -107,7 +107,8 @@ struct Consumer {
         mainloop_plain();
       if (!idle)
         store_o_lse<T, D, kCausal, kIdeaBits>(
-            p, sm, sc, kPacked ? p.seq_maps + 4 * seq + 3 : &p.o_map, sv, head, wg, t, o, m, l);
+            p, sm, sc, kPacked ? p.seq_maps + 4 * seq + 3 : &p.o_map, seq_view<kPacked>(p, seq),
+            head, wg, t, o, m, l);
       g0 += sc.n_kv;
       ++q_count;
     }
@@ -168,8 +169,9 @@ struct Consumer {
   // ---- releases (and, without a producer, the refills they make possible) ----
   __device__ void release_k(int it) {
     sm90::mbar_arrive(sm.k_empty() + (g0 + it) % kStages);
-    if (!Tr::kOInQ && it == sc.n_kv - 1)  // the tile's last S has read Q (kOInQ: the epilogue
-      sm90::mbar_arrive(sm.q_empty() + q_count % kQBuffers);  // releases it after O's store)
+    // The tile's last S has read Q (O through Q's buffer: the epilogue releases it after O's store).
+    if (Tr::kOStage != OStage::in_q && it == sc.n_kv - 1)
+      sm90::mbar_arrive(sm.q_empty() + q_count % kQBuffers);
     if (refill && it + kStages < sc.n_kv)
       refill->load_k(&p.k_map, head / p.group, sc, it + kStages, g0 + it + kStages);
   }
@@ -188,6 +190,9 @@ struct Consumer {
     const int lane = t % 32;
     const int key0 = sc.kv_block<kLeft>(it) * Bc + 2 * (lane % 4);
     const int row0 = sc.q0 + 64 * wg + 16 * (t / 32) + lane / 4;
+    // A packed batch's lengths are read again here (the offsets, from L1), not held in registers
+    // through the loop: at d = 256 they cost the kernel a spill.
+    const SeqView sv = seq_view<kPacked>(p, seq);
     int first[2], last[2];  // the visible keys of each of the thread's two rows, minus key0
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -1,8 +1,8 @@
 // The epilogue of a consumer warpgroup: O = acc / l and LSE = m ln 2 + ln l for its 64 rows.
 //
 // With the bulk store (the rung), the warpgroup writes its O rows, packed to 16 bits, into its
-// rows of the shared O tile (at d = 256 its rows of the Q buffer, which its last S has read; one
-// thread releases them to the producer once the store has read them: the traits' kOInQ), in the same 128-byte swizzle the copy engine expects; after a proxy
+// rows of the shared O tile (at d = 256 its rows of the Q buffer, which its last S has read, or
+// its two 64 x 64 slots block by block: the traits' kOStage, fwd_params.h), in the same 128-byte swizzle the copy engine expects; after a proxy
 // fence and a barrier of the warpgroup, one thread stores the 64 x D rows with D / 64 bulk tensor
 // copies, which clip the rows past Nq, and goes on without waiting: the copy runs while the next
 // tile's products do, and is waited for (for its reads of shared memory) only before the
@@ -45,7 +45,7 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
   constexpr bool kPacked = (kIdeaBits & kPackedBatch) != 0;
   const int Nq = kPacked ? v.nq : p.Nq;
   constexpr int Br = FwdTraits<D, kCausal>::Br;
-  constexpr bool kOInQ = FwdTraits<D, kCausal>::kOInQ;  // O's rows are the warpgroup's Q rows
+  constexpr OStage kOStage = FwdTraits<D, kCausal>::kOStage;  // where O is staged (fwd_params.h)
   constexpr float kLn2 = 0.6931471805599453f;
   const int lane = t % 32, qd = lane % 4;
   const int row_in_wg = 16 * (t / 32) + lane / 4;  // + 8 for the second row of the thread
@@ -61,32 +61,58 @@ __device__ void store_o_lse(const FwdParams& p, const Smem<T, D, kCausal>& sm,
   // 1 and 17), so such a warpgroup stores from registers, which test every row. (Without the
   // mask no block starts above row 0, and the kernel has no such branch.)
   if (kIdeas.tma_epilogue && (!kCausal || sc.q0 + 64 * wg >= 0)) {
-    if (t == 0) sm90::bulk_wait_read();  // the last tile's store has read these rows
-    sm90::named_sync(kEpilogueBarrierId + wg, 128);
-    const uint32_t o_base = smem_addr(sm.o()) + wg * 64 * 128;
+    // O's pairs of block b (columns 64 b ..), packed to 16 bits, at `base` + the swizzled offset
+    // of their row and column in a [rows][64] block (the copy engine's layout).
+    const auto write_block = [&](int b, uint32_t base) {
 #pragma unroll
-    for (int i = 0; i < D / 2; i += 2) {
-      const int h = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * qd;
-      const uint32_t at =
-          o_base + (col / 64) * Br * 128 + sm90::swizzle128_offset(row_in_wg + 8 * h, col % 64);
-      st_shared_u32(at, ElemTraits<T>::pack(o[i] * inv[h], o[i + 1] * inv[h]));
-    }
-    sm90::fence_proxy_async();
-    sm90::named_sync(kEpilogueBarrierId + wg, 128);
-    if (t == 0) {
-      if constexpr (kPacked) sm90::tensormap_acquire(o_map);
-      for (int b = 0; b < D / 64; ++b)
-        sm90::tma_store_3d(o_map, 64 * b, sc.q0 + 64 * wg, head,
-                           sm.o() + b * Br * 64 + wg * 64 * 64);
-      sm90::bulk_commit();
-      if constexpr (kOInQ) {  // the rows are Q's: free once the store has read them
-        sm90::bulk_wait_read();
-        sm90::mbar_arrive(sm.q_empty());
+      for (int i = 32 * b; i < 32 * b + 32; i += 2) {
+        const int h = (i >> 1) & 1, col = 8 * (i >> 2) + 2 * qd;
+        st_shared_u32(base + sm90::swizzle128_offset(row_in_wg + 8 * h, col % 64),
+                      ElemTraits<T>::pack(o[i] * inv[h], o[i + 1] * inv[h]));
+      }
+    };
+    if (t == 0 && kPacked) sm90::tensormap_acquire(o_map);
+    if constexpr (kOStage == OStage::slots) {
+      // Block by block through the warpgroup's slots: a slot is written again once the store
+      // issued from it kOSlots blocks before has read it.
+      constexpr int kSlots = FwdTraits<D, kCausal>::kOSlots;
+      const uint32_t slots = smem_addr(sm.o()) + wg * kSlots * 64 * 128;
+#pragma unroll
+      for (int b = 0; b < D / 64; ++b) {
+        if (t == 0) sm90::bulk_wait_read<kSlots - 1>();
+        sm90::named_sync(kEpilogueBarrierId + wg, 128);
+        write_block(b, slots + (b % kSlots) * 64 * 128);
+        sm90::fence_proxy_async();
+        sm90::named_sync(kEpilogueBarrierId + wg, 128);
+        if (t == 0) {
+          sm90::tma_store_3d(o_map, 64 * b, sc.q0 + 64 * wg, head,
+                             sm.o() + (wg * kSlots + b % kSlots) * 64 * 64);
+          sm90::bulk_commit();
+        }
+      }
+    } else {
+      // The warpgroup's rows of a Br x D tile (its own, or the Q buffer), all blocks at once.
+      if (t == 0) sm90::bulk_wait_read();  // the last tile's store has read these rows
+      sm90::named_sync(kEpilogueBarrierId + wg, 128);
+      const uint32_t o_base = smem_addr(sm.o()) + wg * 64 * 128;
+#pragma unroll
+      for (int b = 0; b < D / 64; ++b) write_block(b, o_base + b * Br * 128);
+      sm90::fence_proxy_async();
+      sm90::named_sync(kEpilogueBarrierId + wg, 128);
+      if (t == 0) {
+        for (int b = 0; b < D / 64; ++b)
+          sm90::tma_store_3d(o_map, 64 * b, sc.q0 + 64 * wg, head,
+                             sm.o() + b * Br * 64 + wg * 64 * 64);
+        sm90::bulk_commit();
+        if constexpr (kOStage == OStage::in_q) {  // the rows are Q's: free once the store has
+          sm90::bulk_wait_read();                  // read them
+          sm90::mbar_arrive(sm.q_empty());
+        }
       }
     }
   } else {
-    if constexpr (kOInQ) {  // every thread of the warpgroup is past its last S: Q's rows are free
-      sm90::named_sync(kEpilogueBarrierId + wg, 128);
+    if constexpr (kOStage == OStage::in_q) {  // every thread of the warpgroup is past its last S:
+      sm90::named_sync(kEpilogueBarrierId + wg, 128);  // Q's rows are free
       if (t == 0) sm90::mbar_arrive(sm.q_empty());
     }
     T* O = static_cast<T*>(p.o);

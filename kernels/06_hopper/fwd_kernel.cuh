@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
       sm90::mbar_init(sm.q_full() + b, L::kFullArrivals);
       // Every consumer thread releases Q after its last S; with O through Q's buffer, one thread
       // of each warpgroup after O's store (fwd_epilogue.cuh).
-      sm90::mbar_init(sm.q_empty() + b, Tr::kOInQ ? W : 128 * W);
+      sm90::mbar_init(sm.q_empty() + b, Tr::kOStage == OStage::in_q ? W : 128 * W);
     }
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(sm.k_full() + s, L::kFullArrivals);

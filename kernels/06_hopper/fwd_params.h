@@ -64,12 +64,23 @@ struct FwdParams {
 //     1024); at d = 128 only when Nq mod 128 is 1..64, and there the branch cost 1.8 % on every
 //     causal shape, so it is left out.
 //   - kQBuffers: Q tiles in flight, so that the next tile's Q lands while this one's last
-//     products run (two); kOInQ: O leaves through the Q buffer its warpgroup's rows came from
-//     (after the tile's last S), instead of a tile of its own.
+//     products run (two); kOStage: how O reaches the bulk store (OStage below).
 //   - d = 256: a 64 x 256 O accumulator is 128 registers a thread, so key tiles of 80 (S 40, P
 //     20: 188 with O) where d = 128 takes 128, and 64 under the causal mask (at 80 its masks
-//     spilled 28 bytes, 76 with a window's left side); Q (64 KiB) with two stages of K and V
-//     (80 KiB each) fill the 227 KiB a block may have: one Q buffer, and O through it.
+//     spilled 28 bytes, 76 with a window's left side). Q alone is 64 KiB: one Q buffer. Without
+//     the mask two stages of K and V (80 KiB each) and Q fill the 227 KiB a block may have, and
+//     O leaves through Q's buffer; with it (stages of 32 KiB) 32 KiB remain, two slots of 64 x
+//     64 per warpgroup, and Q is released after the tile's last S, so the next tile's Q lands
+//     while this one's epilogue runs (causal tiles are short: that wait costs more there).
+//
+// Where O is staged on its way to the bulk store:
+//   tile   a tile of its own, Br x D: each warpgroup writes its rows and stores them at once;
+//   in_q   the Q buffer its rows came from, once the tile's last S has read it: the buffer is
+//          released to the producer after the store has read O (one thread per warpgroup);
+//   slots  kOSlots slots of 64 x 64 per warpgroup: the warpgroup writes O's 64-column blocks in
+//          turn, each slot reused once the store issued from it kOSlots blocks before has read it.
+enum class OStage { tile, in_q, slots };
+
 template <int D, bool kCausal>
 struct FwdTraits;
 
@@ -81,7 +92,8 @@ struct FwdTraits<64, kCausal> {
   static constexpr bool kPingpong = true;
   static constexpr bool kIdlePadding = kCausal;
   static constexpr int kQBuffers = 2;
-  static constexpr bool kOInQ = false;
+  static constexpr OStage kOStage = OStage::tile;
+  static constexpr int kOSlots = 0;
 };
 
 template <bool kCausal>
@@ -92,7 +104,8 @@ struct FwdTraits<128, kCausal> {
   static constexpr bool kPingpong = !kCausal;
   static constexpr bool kIdlePadding = false;
   static constexpr int kQBuffers = 2;
-  static constexpr bool kOInQ = false;
+  static constexpr OStage kOStage = OStage::tile;
+  static constexpr int kOSlots = 0;
 };
 
 template <bool kCausal>
@@ -103,7 +116,8 @@ struct FwdTraits<256, kCausal> {
   static constexpr bool kPingpong = true;
   static constexpr bool kIdlePadding = false;
   static constexpr int kQBuffers = 1;
-  static constexpr bool kOInQ = true;
+  static constexpr OStage kOStage = kCausal ? OStage::slots : OStage::in_q;
+  static constexpr int kOSlots = kCausal ? 2 : 0;
 };
 
 // The Hopper ideas of this rung, each a compile-time switch (the ablation turns one off at a

@@ -19,8 +19,8 @@
 //                                     and epilogue run; consumer warpgroup w reads rows 64w..
 //                                     (d = 256: one buffer, the traits' kQBuffers)
 //   O     [D/64][Br][64]              each warpgroup's O rows on their way out by bulk store
-//                                     (d = 256: none; each warpgroup's O rows go out through its
-//                                     rows of the Q buffer, the traits' kOInQ)
+//                                     (d = 256: through the Q buffer, or two 64 x 64 slots per
+//                                     warpgroup: the traits' kOStage)
 //   K     [kStages][D/64][Bc][64]     ring of K tiles (the ring runs on across the block's tiles)
 //   V     [kStages][D/64][Bc][64]     ring of V tiles
 //   bars  q_full[kQBuffers], q_empty[kQBuffers], k_full[s], k_empty[s], v_full[s], v_empty[s],
@@ -107,10 +107,14 @@ struct SmemLayout {
   static constexpr int kQBytes = Tr::Br * D * 2;     // one Q buffer, and the O tile
   static constexpr int kTileBytes = Tr::Bc * D * 2;  // one K or V stage
   static constexpr int kQ = 0;
-  // O: a tile of its own after the Q buffers, or (kOInQ) the one Q buffer.
-  static constexpr int kO = Tr::kOInQ ? kQ : kQ + kQBuffers * kQBytes;
-  static constexpr int kK = kQ + kQBuffers * kQBytes + (Tr::kOInQ ? 0 : kQBytes);
-  static_assert(!Tr::kOInQ || kQBuffers == 1, "O through Q's buffer: one Q buffer");
+  // O (the traits' kOStage): a tile of its own after the Q buffers, the one Q buffer, or
+  // kOSlots slots of 64 x 64 per consumer warpgroup.
+  static constexpr int kOBytes = Tr::kOStage == OStage::tile    ? kQBytes
+                                 : Tr::kOStage == OStage::slots ? Tr::kConsumers * Tr::kOSlots * 64 * 128
+                                                                : 0;
+  static constexpr int kO = Tr::kOStage == OStage::in_q ? kQ : kQ + kQBuffers * kQBytes;
+  static constexpr int kK = kQ + kQBuffers * kQBytes + kOBytes;
+  static_assert(Tr::kOStage != OStage::in_q || kQBuffers == 1, "O through Q's buffer: one Q buffer");
   static constexpr int kV = kK + Tr::kStages * kTileBytes;
   static constexpr int kBars = kV + Tr::kStages * kTileBytes;
   static constexpr int kSlots = kBars + (2 * kQBuffers + 4 * Tr::kStages + 4) * 8;

@@ -36,9 +36,11 @@ __device__ __forceinline__ void bulk_store(float* gmem, uint32_t smem, uint32_t 
 __device__ __forceinline__ void bulk_commit() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
-// This thread's bulk copies have finished reading shared memory (it may be overwritten).
+// This thread's bulk copies have finished reading shared memory (it may be overwritten): all of
+// them, or all but the kPending groups committed last.
+template <int kPending = 0>
 __device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
 // This thread's bulk copies are complete: their global writes are done.
 __device__ __forceinline__ void bulk_wait_all() {
