@@ -80,7 +80,7 @@ void recompute_backward(const DeviceTensors& t) {
   const BwdParams p = bwd_make_params(t);
   const auto main = static_cast<cudaStream_t>(t.stream);
   const SideStream& side = side_stream();
-  dispatch_dtype_head_dim(t.problem, [&]<class T, int kD>() {
+  dispatch_dtype_head_dims<64, 128, 256>(t.problem, [&]<class T, int kD>() {
     launch_bwd_preprocess<T, kD>(p, main);
     // fork: the dQ kernel waits for the preprocess (LSE2, D), then runs beside dK/dV ...
     FLASHLAB_CUDA_CHECK(cudaEventRecord(side.fork, main));

@@ -50,7 +50,7 @@ void atomic_backward(const DeviceTensors& t) {
   const int64_t accum_bytes = t.problem.shape.q_elems() * 4;
   FLASHLAB_CUDA_CHECK(
       cudaMemsetAsync(p.dQ_accum, 0, accum_bytes, static_cast<cudaStream_t>(t.stream)));
-  dispatch_dtype_head_dim(t.problem, [&]<class T, int kD>() {
+  dispatch_dtype_head_dims<64, 128, 256>(t.problem, [&]<class T, int kD>() {
     launch_bwd_preprocess<T, kD>(p, t.stream);
     launch_bwd_outer_k<T, kD, DqMode::atomic>(p, t.stream);
     launch_bwd_convert_dq<T, kD>(p, DqMode::atomic, 1, t.stream);
