@@ -32,11 +32,13 @@ bool has(const std::string& text, const std::string& part) {
 }
 
 TEST(ShapeCheck, PassesAProblemInsideEveryLimit) {
-  for (DType t : {DType::f16, DType::bf16})
+  for (DType t : {DType::f16, DType::bf16}) {
     for (int64_t d : {64, 128}) {
       EXPECT_EQ(shape_check(problem(t, d, 1000, 17), "tiled", kForward), "");
       EXPECT_EQ(shape_check(problem(t, d, 17, 1000), "recompute", kBackward), "");
     }
+    EXPECT_EQ(shape_check(problem(t, 256, 17, 1000), "recompute", kBackward), "");
+  }
 }
 
 TEST(ShapeCheck, NamesTheVersionAndTheLimit) {
@@ -45,7 +47,8 @@ TEST(ShapeCheck, NamesTheVersionAndTheLimit) {
   EXPECT_TRUE(has(dtype, "fp16 or bf16, not ")) << dtype;
 
   const std::string d = shape_check(problem(DType::f16, 96), "atomic-dq", kBackward);
-  EXPECT_EQ(d, "atomic-dq on CUDA is built for head dims 64 and 128; d = 96 is not one of them");
+  EXPECT_EQ(d,
+            "atomic-dq on CUDA is built for head dims 64, 128 and 256; d = 96 is not one of them");
   const std::string three = shape_check(problem(DType::f16, 32), "v", {.head_dims = {64, 96, 128}});
   EXPECT_TRUE(has(three, "head dims 64, 96 and 128; d = 32")) << three;
 

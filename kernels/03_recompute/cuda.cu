@@ -6,13 +6,14 @@
 // atomics: each gradient has one owner.
 //
 //   preprocess   D, LSE2                                        (common/fa2_bwd/preprocess.cuh)
-//   dK, dV       outer loop over K blocks (Bc = 128, 8 warps), inner over Q blocks
-//                (Br = 64 or 128): S^T, P^T, dV += P^T dO, dP^T, dS^T, dK += dS^T Q -- 4 matmuls
+//   dK, dV       outer loop over K blocks (Bc = 128, 64 at d = 256; 8 warps), inner over Q
+//                blocks (Br = 64 or 128): S^T, P^T, dV += P^T dO, dP^T, dS^T, dK += dS^T Q --
+//                4 matmuls
 //                                                              (common/fa2_bwd/outer_k.cuh,
 //                                                              DqMode::none)
 //   dQ           outer loop over Q blocks (Br = 128, 8 warps: 4 x 2 tiles at d = 128, 8 x 1 at
-//                d = 64), inner over K blocks (Bc = 64): S, P, dP, dS, dQ += dS K -- 3 matmuls,
-//                S and dP computed a second time
+//                d = 64; Br = 64 in 2 x 4 at d = 256), inner over K blocks (Bc = 64): S, P, dP,
+//                dS, dQ += dS K -- 3 matmuls, S and dP computed a second time
 //                                                              (common/fa2_bwd/dq_outer_q.cuh)
 //
 //        dK,dV kernel                         dQ kernel
@@ -22,7 +23,7 @@
 //                                             joined back, so its first CTAs fill the SMs that
 //                                             the dK,dV kernel's last wave leaves idle
 //
-// Limits: fp16/bf16, d = 64 or 128. 7 matmuls instead of FA2's 5: the price of no atomics.
+// Limits: fp16/bf16, d = 64, 128 or 256. 7 matmuls instead of FA2's 5: the price of no atomics.
 // Extra memory: LSE2 and D, two padded fp32 rows per query.
 #include <cuda_runtime.h>
 
@@ -80,7 +81,7 @@ void recompute_backward(const DeviceTensors& t) {
   const BwdParams p = bwd_make_params(t);
   const auto main = static_cast<cudaStream_t>(t.stream);
   const SideStream& side = side_stream();
-  dispatch_dtype_head_dim(t.problem, [&]<class T, int kD>() {
+  dispatch_dtype_head_dims<64, 128, 256>(t.problem, [&]<class T, int kD>() {
     launch_bwd_preprocess<T, kD>(p, main);
     // fork: the dQ kernel waits for the preprocess (LSE2, D), then runs beside dK/dV ...
     FLASHLAB_CUDA_CHECK(cudaEventRecord(side.fork, main));

@@ -8,9 +8,10 @@
 //   preprocess   D = rowsum(O*dO), LSE2 = LSE*log2(e)          (common/fa2_bwd/preprocess.cuh)
 //   memset       dQ_accum = 0                                  (part of every backward call)
 //   outer-K      grid (ceil(Nk/Bc), B*H), Bc = 128 keys, 8 warps, Br = 64 (d = 128) or 128
-//                (d = 64) queries per step
+//                (d = 64) queries per step; Bc = Br = 64 at d = 256
 //                dK, dV stored once per CTA; dQ_accum += dS K_j, one bulk reduce-add per step
-//                on sm_90 (red.global.add elsewhere)                      (common/fa2_bwd/outer_k.cuh)
+//                on sm_90 (red.global.add elsewhere, and at d = 256)
+//                                                              (common/fa2_bwd/outer_k.cuh)
 //   convert      dQ = scale * dQ_accum                         (common/fa2_bwd/convert.cuh)
 //
 //        K block j=0     j=1     j=2 ...           dQ_accum (fp32, B*H*Nq*d)
@@ -18,7 +19,7 @@
 //        | CTA  | ---> | CTA  | ---> add at L2 -> | rows of Q block i      | <- every CTA adds
 //        +------+      +------+                   +------------------------+
 //
-// Limits: fp16/bf16, d = 64 or 128. dQ is not bitwise reproducible: fp32 addition is not
+// Limits: fp16/bf16, d = 64, 128 or 256. dQ is not bitwise reproducible: fp32 addition is not
 // associative, and the order in which the K-block CTAs reach a row changes run to run (dK, dV are
 // reproducible). Extra memory: 2 padded fp32 rows (LSE2, D) and one fp32 copy of dQ.
 #include <cuda_runtime.h>
@@ -50,7 +51,7 @@ void atomic_backward(const DeviceTensors& t) {
   const int64_t accum_bytes = t.problem.shape.q_elems() * 4;
   FLASHLAB_CUDA_CHECK(
       cudaMemsetAsync(p.dQ_accum, 0, accum_bytes, static_cast<cudaStream_t>(t.stream)));
-  dispatch_dtype_head_dim(t.problem, [&]<class T, int kD>() {
+  dispatch_dtype_head_dims<64, 128, 256>(t.problem, [&]<class T, int kD>() {
     launch_bwd_preprocess<T, kD>(p, t.stream);
     launch_bwd_outer_k<T, kD, DqMode::atomic>(p, t.stream);
     launch_bwd_convert_dq<T, kD>(p, DqMode::atomic, 1, t.stream);

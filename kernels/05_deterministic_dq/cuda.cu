@@ -45,7 +45,7 @@ std::string deterministic_check(const Problem& p) {
 
 // The same count for the workspace and the launch: a pure function of the problem and the GPU.
 int64_t split_count(const Problem& p) {
-  return bwd_dq_splits(p, device_info().sms, kOuterKBc);
+  return bwd_dq_splits(p, device_info().sms, outer_k_bc(static_cast<int>(p.shape.d)));
 }
 
 size_t deterministic_workspace(const Problem& p, const LaunchOptions&) {
@@ -56,7 +56,7 @@ void deterministic_backward(const DeviceTensors& t) {
   BwdParams p = bwd_make_params(t);
   const int64_t splits = split_count(t.problem);
   p.dq_splits = static_cast<int>(splits);
-  dispatch_dtype_head_dim(t.problem, [&]<class T, int kD>() {
+  dispatch_dtype_head_dims<64, 128, 256>(t.problem, [&]<class T, int kD>() {
     launch_bwd_preprocess<T, kD>(p, t.stream);
     launch_bwd_outer_k<T, kD, DqMode::split>(p, t.stream);
     launch_bwd_convert_dq<T, kD>(p, DqMode::split, splits, t.stream);

@@ -207,9 +207,11 @@ struct VersionLoop {
 // each of its outputs within the budget, and a deterministic version bitwise repeatable. A version
 // not on this GPU, or that does not take one of p's axes, says so on stdout and is left out; one
 // whose check() rejects p fails, unless the refusal names loop.may_refuse. A backward-only version gets O and LSE from the CUDA `tiled`
-// forward of the same inputs (as the CLI does). `tested` counts the versions that ran.
+// forward of the same inputs (as the CLI does). `tested` counts the versions that ran, and `ran`
+// (when given) lists their ids, so that a matrix can require a version to run, not be left out.
 inline void check_every_version(const Problem& p, const Inputs& in, const Expected& e,
-                                const std::string& name, const VersionLoop& loop, int& tested) {
+                                const std::string& name, const VersionLoop& loop, int& tested,
+                                std::vector<std::string>* ran = nullptr) {
   const cuda::RunOptions opt = once();
   std::optional<Forward> tiled_fwd;  // O and LSE for the backward-only versions
   auto forward_for_backward = [&]() -> const Forward* {
@@ -279,7 +281,17 @@ inline void check_every_version(const Problem& p, const Inputs& in, const Expect
     }
     std::cout << log << "\n";
     ++tested;
+    if (ran) ran->push_back(v.id);
   }
+}
+
+// Fails unless every id of `required` is in `ran` (check_every_version's list): a version that a
+// matrix must cover was not left out by a refusal, a missing axis or a missing build.
+inline void expect_ran(const std::vector<std::string>& ran,
+                       std::initializer_list<const char*> required, const std::string& name) {
+  for (const char* id : required)
+    EXPECT_NE(std::find(ran.begin(), ran.end(), id), ran.end())
+        << id << " was not tested on " << name << " (refused or left out)";
 }
 
 }  // namespace flashlab::gpu_test

@@ -5,15 +5,19 @@
 //
 // Matrix: fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097}, plus Nq != Nk
 // shapes (with Nq > Nk under the causal mask the first Nq - Nk rows see no key: LSE = -inf, and
-// their dQ must be exactly 0, never NaN). Also: shapes the versions must reject, and 50-run bitwise
-// reproducibility on ragged and long shapes (CTAs that walk several K blocks) of the deterministic
-// versions (deterministic-dq, hopper-deterministic), and of dK, dV for the others.
+// their dQ must be exactly 0, never NaN). At d = 256 the three FA2 rungs (recompute, atomic-dq,
+// deterministic-dq) on ragged, Nq != Nk, grouped-head and window shapes; the Hopper rung must
+// refuse it. Also: shapes the versions must reject, and 50-run bitwise reproducibility on ragged
+// and long shapes (CTAs that walk several K blocks) of the deterministic versions
+// (deterministic-dq, hopper-deterministic), and of dK, dV for the others, d = 256 included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -29,6 +33,11 @@ using gpu_test::expect_within;
 
 const char* const kBackwardIds[] = {"recompute", "atomic-dq", "deterministic-dq", "hopper",
                                     "hopper-deterministic"};
+// The versions that take d = 256 (the FA2 rungs; the Hopper rung takes 64 and 128).
+const char* const kD256Ids[] = {"recompute", "atomic-dq", "deterministic-dq"};
+bool takes_d256(std::string_view id) {
+  return std::find(std::begin(kD256Ids), std::end(kD256Ids), id) != std::end(kD256Ids);
+}
 
 // Whether this build and GPU run the version (the Hopper rung needs sm_90a in both); the test
 // logs the reason when not.
@@ -79,11 +88,9 @@ std::string check_gradient(const char* what, DType store, const HostTensor& x,
          (e.max_abs <= kCancellationBound ? "" : " BAD");
 }
 
-class BwdKernels : public ::testing::TestWithParam<Case> {};
-
-TEST_P(BwdKernels, MatchFp64ReferenceWithinBudget) {
-  FLASHLAB_SKIP_WITHOUT_DEVICE();
-  const Case& c = GetParam();
+// Each version of `ids` on case c, fed the fp64 reference's forward: every gradient within the
+// budget, and exact zeros on the rows that see no key. A version must not refuse c.
+void match_reference(const Case& c, const auto& ids) {
   const Problem p = problem_of(c);
   const Inputs in = make_inputs(p, 4242 + static_cast<uint64_t>(c.Nq * 31 + c.Nk * 17 + c.d));
   const Forward ref = reference::forward(p, in, true);
@@ -91,7 +98,7 @@ TEST_P(BwdKernels, MatchFp64ReferenceWithinBudget) {
   const Gradients glow = reference::lowp_backward(p, in, reference::lowp_forward(p, in));
   const Forward fwd_in = reference_forward_for(p, ref);
 
-  for (const char* id : kBackwardIds) {
+  for (const char* id : ids) {
     const VersionInfo* v = find_version(id);
     ASSERT_TRUE(v && v->cuda && v->cuda->backward) << id << " has no CUDA backward";
     if (!runs_here(*v)) continue;
@@ -114,7 +121,46 @@ TEST_P(BwdKernels, MatchFp64ReferenceWithinBudget) {
   }
 }
 
+class BwdKernels : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BwdKernels, MatchFp64ReferenceWithinBudget) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  match_reference(GetParam(), kBackwardIds);
+}
+
 INSTANTIATE_TEST_SUITE_P(Matrix, BwdKernels, ::testing::ValuesIn(bwd_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return case_name(i.param);
+                         });
+
+// d = 256 (Bc = Br = 64 in the outer-K kernel, Br = 64 in recompute's dQ kernel; dQ added from
+// registers): one and many blocks, ragged tails, Nq != Nk both ways (rows with no key), grouped
+// heads, windows, and 600 x 4097 over 4 K/V heads: 65 K blocks a head, more than deterministic-dq's
+// CTAs (on 132 SMs 33 splits, which walk two K blocks each), with and without a window.
+std::vector<Case> bwd_d256_cases() {
+  return gpu_test::case_matrix({{1, 1, 2, 3},
+                                {17, 17, 2, 3},
+                                {128, 128, 2, 2},
+                                {1000, 1000, 1, 2},
+                                {17, 1000, 2, 1},
+                                {1000, 17, 1, 2},
+                                {300, 1, 2, 2},
+                                {600, 4097, 1, 4},
+                                {1000, 1000, 1, 8, 2},
+                                {1000, 1000, 1, 2, 0, 64, 0},
+                                {1000, 1000, 1, 4, 1, 256, 256},
+                                {600, 4097, 1, 8, 4, 256, 256}},
+                               {256});
+}
+
+class BwdKernelsD256 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BwdKernelsD256, MatchFp64ReferenceWithinBudget) {
+  FLASHLAB_SKIP_WITHOUT_DEVICE();
+  match_reference(GetParam(), kD256Ids);
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDim256, BwdKernelsD256, ::testing::ValuesIn(bwd_d256_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return case_name(i.param);
                          });
@@ -126,10 +172,18 @@ TEST(BwdKernels, RejectUnsupportedShapesWithAMessage) {
     if (!v->cuda) continue;  // not built (the Hopper rung in a build without sm_90a)
     ASSERT_TRUE(v->cuda->check) << id;
     Problem p = problem_of({DType::f16, 96, false, 1, 1, 64, 64});
-    const std::string why = v->cuda->check(p);  // the backward's own when the forward takes more
-    const std::string bwd_why = why.empty() ? cuda::backward_refusal(*v->cuda, p) : why;
-    EXPECT_NE(bwd_why.find("head dims"), std::string::npos) << id << ": " << bwd_why;
-    EXPECT_NE(bwd_why.find("d = 96"), std::string::npos) << id << ": " << bwd_why;
+    // The backward's own refusal (check, or backward_check where the forward takes more).
+    const auto bwd_why = [&](const Problem& q) {
+      const std::string why = v->cuda->check(q);
+      return why.empty() ? cuda::backward_refusal(*v->cuda, q) : why;
+    };
+    EXPECT_NE(bwd_why(p).find("d = 96 is not one of them"), std::string::npos) << id;
+    // d = 256: the FA2 rungs take it, the Hopper rung's backward names its head dims.
+    p = problem_of({DType::bf16, 256, true, 2, 3, 1000, 17});
+    if (takes_d256(id))
+      EXPECT_EQ(bwd_why(p), "") << id;
+    else
+      EXPECT_NE(bwd_why(p).find("head dims 64 and 128"), std::string::npos) << id;
     p = problem_of({DType::f32, 64, false, 1, 1, 64, 64});
     EXPECT_NE(v->cuda->check(p).find("fp16 or bf16"), std::string::npos) << id;
     p = problem_of({DType::bf16, 128, true, 2, 3, 1000, 17});
@@ -185,6 +239,7 @@ TEST_P(BwdDeterminism, DeterministicVersionsAreBitwiseReproducibleOverFiftyRuns)
     const VersionInfo* v = find_version(id);
     ASSERT_TRUE(v && v->cuda && v->cuda->backward) << id;
     if (!runs_here(*v)) continue;
+    if (p.shape.d == 256 && !takes_d256(id)) continue;  // the Hopper rung: 64 and 128
     const cuda::RunResult r = cuda::run(*v->cuda, p, in, &fwd_in, o);
     std::cout << "[" << id << "] 50 runs: dQ differed from the first in " << r.differing_runs.dQ
               << ", dK in " << r.differing_runs.dK << ", dV in " << r.differing_runs.dV << "\n";
@@ -199,11 +254,15 @@ TEST_P(BwdDeterminism, DeterministicVersionsAreBitwiseReproducibleOverFiftyRuns)
 
 // Ragged and causal, more queries than keys (rows without keys) and several K blocks per row; and
 // shapes with more K blocks than the GPU needs CTAs, where each outer-K CTA walks several K blocks
-// into its one split (on 132 SMs: 16 splits of 4 K blocks; 7 splits of ~5 K blocks, causal).
+// into its one split (on 132 SMs: 16 splits of 4 K blocks; 7 splits of ~5 K blocks, causal). At
+// d = 256 (64-key blocks): the first shape again, and 4 heads of 4097 keys, 65 K blocks a head,
+// whose outer-K CTAs walk two each (33 splits on 132 SMs).
 INSTANTIATE_TEST_SUITE_P(Shapes, BwdDeterminism,
                          ::testing::Values(Case{DType::f16, 64, true, 2, 3, 1100, 777},
                                            Case{DType::bf16, 128, false, 1, 8, 3000, 8191},
-                                           Case{DType::f16, 64, true, 2, 8, 4097, 4097}),
+                                           Case{DType::f16, 64, true, 2, 8, 4097, 4097},
+                                           Case{DType::f16, 256, true, 2, 3, 1100, 777},
+                                           Case{DType::bf16, 256, false, 1, 4, 1500, 4097}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return case_name(i.param);
                          });

@@ -1,7 +1,8 @@
 // Every CUDA version in the registry against the fp64 reference, over the matrix
 // fp16, bf16 x d 64, 128 x causal or not x N in {1, 17, 128, 1000, 4097} plus Nq != Nk shapes
-// (one of them with more tiles than the GPU has SMs), a few of those shapes at d = 256 for the
-// versions that take it, and over a second matrix of the axes beyond
+// (one of them with more tiles than the GPU has SMs), a few of those shapes and of the axes below
+// at d = 256 for the versions that take it (the forward of tiled and the three FA2 backward rungs
+// must run there, not be left out), and over a second matrix of the axes beyond
 // dense multi-head attention: grouped K/V heads (H / Hkv = 1, 4, 8 and H: MHA, GQA, MQA) and
 // sliding windows (64, 0) and (256, 256), each with and without the causal mask, alone and
 // together. A version that does not take an axis says so in one line and is skipped there.
@@ -47,7 +48,7 @@ std::vector<Case> all_cases() {
 }
 
 // Head dim 256 (the versions that take it; the others say so and are skipped): ragged, Nq != Nk,
-// grouped heads, more tiles than SMs.
+// grouped heads, windows, more tiles than SMs.
 std::vector<Case> d256_cases() {
   return gpu_test::case_matrix({{128, 128, 2, 2},
                                 {1000, 1000, 1, 2},
@@ -56,10 +57,17 @@ std::vector<Case> d256_cases() {
                                 {1, 4097, 1, 1},
                                 {1000, 1000, 1, 8, 2},
                                 {400, 150, 1, 150},
-                                {1000, 1000, 1, 2, 0, 256, 256},
+                                {1000, 1000, 1, 2, 0, 64, 0},
+                                {17, 1000, 2, 1, 0, 256, 256},
+                                {1000, 1000, 1, 8, 2, 256, 256},
                                 {1000, 1000, 1, 4, 1, 64, 0}},
                                {256});
 }
+
+// The versions the d = 256 matrix must run on every one of its shapes: every CUDA rung of the FA2
+// chapter, forward and backward, and the Hopper rung's forward (its backward says why not).
+constexpr std::initializer_list<const char*> kMustRunAtD256 = {"tiled", "recompute", "atomic-dq",
+                                                               "deterministic-dq", "hopper"};
 
 std::vector<Case> axes_cases() {
   // (Nq, Nk, B, H, Hkv, window left, window right).
@@ -86,8 +94,10 @@ std::vector<Case> axes_cases() {
   });
 }
 
-// may_refuse: a refusal naming it leaves a version out (the d = 256 matrix: "head dim").
-void match_reference(const Case& c, const char* may_refuse = nullptr) {
+// may_refuse: a refusal naming it leaves a version out (the d = 256 matrix: "head dim"); the
+// versions of must_run may not be left out.
+void match_reference(const Case& c, const char* may_refuse = nullptr,
+                     std::initializer_list<const char*> must_run = {}) {
   const Problem p = gpu_test::problem_of(c);
   const uint64_t seed = 1000 + static_cast<uint64_t>(c.Nq * 7 + c.Nk * 13 + c.d + c.causal +
                                                      c.H * 17 + c.Hkv * 19 + c.window_left * 23 +
@@ -107,9 +117,11 @@ void match_reference(const Case& c, const char* may_refuse = nullptr) {
                                    .log_repeatable = false,
                                    .may_refuse = may_refuse};
   int tested = 0;
-  gpu_test::check_every_version(p, in, e, case_name(c), loop, tested);
+  std::vector<std::string> ran;
+  gpu_test::check_every_version(p, in, e, case_name(c), loop, tested, &ran);
   if (::testing::Test::HasFatalFailure()) return;
   EXPECT_GT(tested, 0) << "no CUDA version in the registry has a pass to test";
+  gpu_test::expect_ran(ran, must_run, case_name(c));
 }
 
 class CudaVersions : public ::testing::TestWithParam<Case> {};
@@ -128,7 +140,7 @@ class CudaVersionsD256 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaVersionsD256, MatchFp64ReferenceWithinBudget) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
-  match_reference(GetParam(), "head dim");  // tiled's forward at least: tested > 0
+  match_reference(GetParam(), "head dim", kMustRunAtD256);
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDim256, CudaVersionsD256, ::testing::ValuesIn(d256_cases()),

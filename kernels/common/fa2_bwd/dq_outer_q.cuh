@@ -8,8 +8,8 @@
 //   dP   = dO_i V_j^T                 dS = P * (dP - D_i)
 //   dQ_i += dS K_j                    dQ = scale * dQ_i, cast, stored once at the end
 //
-// Tiles and warps (Br = 128 queries per CTA, Bc = 64 keys per step, 8 warps). The warp grids
-// depend on the head dim:
+// Tiles and warps (Br = 128 queries per CTA at d = 64 and 128, 64 at d = 256; Bc = 64 keys per
+// step, 8 warps). The warp grids depend on the head dim:
 //
 //   d = 128: the outer-K kernel's grids with the roles of queries and keys swapped. Every warp
 //   tile is 32 wide in both directions, so a 16 x 16 fragment read from shared memory feeds 4
@@ -34,8 +34,12 @@
 //   With only d/16 = 4 k-steps per score tile, the wider tiles' saving in ldmatrix did not pay
 //   for the round trip of dS through shared memory (docs/perf.md, backward step 10).
 //
+//   d = 256: Br = 64 queries, 2 x 4 grids (32 x 16 of S and dP, 32 x 64 of dQ_i: 64 registers,
+//   where 128 queries would take 128 beside S and dP, and Q_i, dO_i alone 128 KiB), dS through
+//   shared memory as at d = 128.
+//
 // Shared memory: Q_i, dO_i, 2 x K_j, 2 x V_j (cp.async one step ahead), and dS (Br x Bc) where it
-// is shared: 144 KiB at d = 128, 64 KiB at d = 64.
+// is shared: 144 KiB at d = 128, 64 KiB at d = 64, 200 KiB at d = 256.
 //
 // Packed batches (common/packed.h): dq_outer_q_packed_kernel, the same body on a grid of the
 // longest sequence's Q blocks x (sequence, query head); a CTA past its sequence's rows returns at
@@ -58,18 +62,20 @@ namespace flashlab::cuda::bwd {
 
 template <int kD>
 struct OuterQTraits {
-  static constexpr int Br = 128;
+  static constexpr int Br = kD == 256 ? 64 : 128;  // d = 256: see the picture above
   static constexpr int Bc = 64;
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
+  static_assert(kD == 64 || kD == 128 || kD == 256, "head dims 64, 128 and 256");
   static_assert(Br <= kRowPad && kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
 
-  static constexpr int kSWarpRows = kD == 64 ? 8 : 4;        // S, dP: queries x keys
+  // S, dP: queries x keys.
+  static constexpr int kSWarpRows = kD == 64 ? 8 : kD == 128 ? 4 : 2;
   static constexpr int kSRows = Br / kSWarpRows;             // 16 or 32 queries
-  static constexpr int kSCols = Bc / (kWarps / kSWarpRows);  // 64 or 32 keys
+  static constexpr int kSCols = Bc / (kWarps / kSWarpRows);  // 64, 32 or 16 keys
   static constexpr int kQWarpRows = kSWarpRows;              // dQ: queries x d
   static constexpr int kQRows = Br / kQWarpRows;             // 16 or 32 queries
-  static constexpr int kQCols = kD / (kWarps / kQWarpRows);  // d or d/2
+  static constexpr int kQCols = kD / (kWarps / kQWarpRows);  // d, d/2 or d/4
   static_assert(kSRows % 16 == 0 && kSCols % 16 == 0 && kQRows % 16 == 0 && kQCols % 16 == 0,
                 "warp tiles are made of 16 x 16 pieces");
   // A warp whose score tile spans all Bc keys owns the same queries in dQ_i: dS stays in its
@@ -80,6 +86,7 @@ struct OuterQTraits {
   static constexpr int kTileKV = Bc * kD;
   static constexpr int kTileS = kDsInRegisters ? 0 : Br * Bc;
   static constexpr size_t kSmemBytes = (2 * kTileQ + 4 * kTileKV + kTileS) * 2;
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block can have");
 };
 
 template <class T, int kD, bool kPacked>

@@ -88,8 +88,10 @@ void launch_bwd_convert_dq(const BwdParams& p, DqMode mode, int64_t splits, void
   template void launch_bwd_convert_dq<T, D>(const BwdParams&, DqMode, int64_t, void*);
 FLASHLAB_BWD_LIGHT(__half, 64)
 FLASHLAB_BWD_LIGHT(__half, 128)
+FLASHLAB_BWD_LIGHT(__half, 256)
 FLASHLAB_BWD_LIGHT(__nv_bfloat16, 64)
 FLASHLAB_BWD_LIGHT(__nv_bfloat16, 128)
+FLASHLAB_BWD_LIGHT(__nv_bfloat16, 256)
 #undef FLASHLAB_BWD_LIGHT
 
 }  // namespace flashlab::cuda

@@ -33,7 +33,7 @@
 //   dQ_i += dS K_j
 //
 // Tiles and warps (Bc = 128 keys per K block, 8 warps; Br = 64 queries per step at d = 128, 128
-// at d = 64). Each product gets its own warp grid, so that every warp tile is at least 32 wide in
+// at d = 64; d = 256 below). Each product gets its own warp grid, so that every warp tile is at least 32 wide in
 // both directions: a warp tile of m x n reads (m + n) / 16 ldmatrix.x4 fragments per 16-deep k
 // step for m*n/128 mma's, so 32 x 32 reads 4 per 8 mma's and 32 x 64 reads 6 per 16, where the
 // first layout of this kernel (each warp 16 keys across all 64 queries, and the whole d of its
@@ -61,6 +61,24 @@
 //   d = 128 (Br = 64), 162 KiB at d = 64 (Br = 128). atomic and split add two fp32 dQ_i staging
 //   blocks on sm_90 (2 x Br x d x 4 bytes = 64 KiB): 225 and 226 KiB of the 227 KiB allowed.
 //
+// Head dim 256 (blocks.h: Bc = 64, Br = 64; every warp grid 2 x 4). dK_j + dV_j of a 128-key block
+// would be 2 x 128 x 256 fp32 = 256 registers a thread over 8 warps, more than a thread has; of a
+// 64-key block, 128: the same as d = 128's 32 keys x d/2, here 32 keys x d/4 a warp.
+//
+//   S^T, dP^T (64 x 64)        dV_j, dK_j (64 x 256)        dQ_i (64 x 256)
+//   keys x queries: 2 x 4      keys x d: 2 x 4              queries x d: 2 x 4
+//   +---+---+---+---+          +----+----+----+----+        +----+----+----+----+
+//   |w0 |w2 |w4 |w6 |          | w0 | w2 | w4 | w6 |        | w0 | w2 | w4 | w6 |
+//   |w1 |w3 |w5 |w7 |          | w1 | w3 | w5 | w7 |        | w1 | w3 | w5 | w7 |
+//   +---+---+---+---+          +----+----+----+----+        +----+----+----+----+
+//   32 x 16 each: S^T, dP^T    32 x 64 each, in registers   32 x 64 each: 64 registers while
+//   16 registers each          over the Q loop: 128         the dQ product runs (S^T, dP^T dead)
+//
+// Shared memory: K_j, V_j 32 KiB each, 2 x (Q_i, dO_i) 128 KiB, P^T and dS^T 8 KiB each, LSE2
+// and D 1 KiB: 209 KiB. The two fp32 dQ_i staging blocks would add 128 KiB (one alone 64), so at
+// d = 256 dQ goes from registers to dQ_accum with red.global.add on every GPU (v2.f32 on sm_90:
+// one instruction per fragment pair, 32 a thread per step).
+//
 // Masking: only tiles that a row's band crosses (the causal diagonal, a window's sides) or the last
 // (ragged) K block are masked, by
 // a second copy of the softmax step; Q blocks that see none of the keys are never visited (the
@@ -72,9 +90,10 @@
 // dQ (atomic, split). On sm_90 a step's Br x d partial dQ_i goes from registers to one of two
 // shared-memory staging blocks, and at the next step one thread issues a single bulk copy that
 // adds the whole block into dQ_accum at L2 (cp.reduce.async.bulk; split's first K block stores
-// instead). Elsewhere every thread adds its fragment with red.global.add. Writing 16 fragments per
-// thread to global memory as reductions held their registers and the memory pipe through the next
-// step; on the H200 the staged copy made the whole backward 12-22 % faster (docs/perf.md, step 7).
+// instead). Elsewhere (and at d = 256, see above) every thread adds its fragment with
+// red.global.add. Writing 16 fragments per thread to global memory as reductions held their
+// registers and the memory pipe through the next step; on the H200 the staged copy made the whole
+// backward 12-22 % faster (docs/perf.md, step 8).
 //
 // Packed batches (common/packed.h, params.h): a second kernel, outer_k_packed_kernel, from the
 // same body. Its grid's y is (sequence, K/V head) and its x counts the longest sequence's K blocks
@@ -102,37 +121,48 @@ template <int kD>
 struct OuterKTraits {
   // d = 64 takes 128 queries a step: its dK_j, dV_j accumulators are half the size, which leaves
   // room for 32 x 64 score tiles (a quarter fewer fragment reads per mma than 32 x 32) and halves
-  // the steps, barriers and prefetches per K block.
+  // the steps, barriers and prefetches per K block. d = 256 takes 64 keys a block: see "Head dim
+  // 256" above.
   static constexpr int Br = outer_k_br(kD);
-  static constexpr int Bc = kOuterKBc;
+  static constexpr int Bc = outer_k_bc(kD);
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
-  static_assert(kD == 64 || kD == 128, "head dims 64 and 128");
+  static_assert(kD == 64 || kD == 128 || kD == 256, "head dims 64, 128 and 256");
   static_assert(Br <= kRowPad && kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
 
-  // Warp grids (rows x columns of warps) and the warp tile of each product.
-  static constexpr int kSWarpRows = 4;                         // S^T, dP^T: keys x queries
+  // Warp grids (rows x columns of warps) and the warp tile of each product. d = 256: 2 x 4
+  // everywhere, so that each warp keeps 32 keys x 64 columns of dK_j and dV_j (the register count
+  // of d = 128's 32 x d/2).
+  static constexpr int kSWarpRows = kD == 256 ? 2 : 4;         // S^T, dP^T: keys x queries
   static constexpr int kSRows = Bc / kSWarpRows;               // 32 keys
-  static constexpr int kSCols = Br / (kWarps / kSWarpRows);    // Br/2 queries
-  static constexpr int kKVWarpRows = 4;                        // dK, dV: keys x d
+  static constexpr int kSCols = Br / (kWarps / kSWarpRows);    // Br/2 queries (16 at d = 256)
+  static constexpr int kKVWarpRows = kD == 256 ? 2 : 4;        // dK, dV: keys x d
   static constexpr int kKVRows = Bc / kKVWarpRows;             // 32 keys
-  static constexpr int kKVCols = kD / (kWarps / kKVWarpRows);  // d/2
-  static constexpr int kQWarpRows = kD == 128 ? 2 : 4;         // dQ: queries x d
+  static constexpr int kKVCols = kD / (kWarps / kKVWarpRows);  // d/2 (d/4 at d = 256)
+  static constexpr int kQWarpRows = kD == 64 ? 4 : 2;          // dQ: queries x d
   static constexpr int kQRows = Br / kQWarpRows;               // 32 queries
-  static constexpr int kQCols = kD / (kWarps / kQWarpRows);    // 32 columns of d
+  static constexpr int kQCols = kD / (kWarps / kQWarpRows);    // 32 columns of d (64 at 256)
+  // dQ_i's columns per pass: all at once, but 2 x 32 at d = 256 (fewer live registers).
+  static constexpr int kQPasses = kD == 256 ? 2 : 1;
   static_assert(kSRows % 16 == 0 && kSCols % 16 == 0 && kKVRows % 16 == 0 && kKVCols % 16 == 0 &&
-                    kQRows % 16 == 0 && kQCols % 16 == 0,
+                    kQRows % 16 == 0 && (kQCols / kQPasses) % 16 == 0,
                 "warp tiles are made of 16 x 16 pieces");
 
   static constexpr int kTileKV = Bc * kD;  // elements
   static constexpr int kTileQ = Br * kD;
   static constexpr int kTileS = Bc * Br;
   // dQ_i staging (sm_90, atomic and split): two Br x d fp32 blocks, laid out exactly as in
-  // dQ_accum (sm80/tiles.cuh: dq_accum_col), so one bulk copy moves a whole block.
+  // dQ_accum (sm80/tiles.cuh: dq_accum_col), so one bulk copy moves a whole block. Only where they
+  // fit beside the tiles in the 227 KiB a block may have: not at d = 256 (209 + 128 KiB), which
+  // adds dQ from registers with red.global.add on every GPU.
   static constexpr int kTileDq = Br * kD;  // floats
+  static constexpr size_t kTilesBytes =
+      (2 * kTileKV + 4 * kTileQ + 2 * kTileS) * 2 + 4 * Br * sizeof(float);
+  static constexpr size_t kStagingBytes = 2 * kTileDq * sizeof(float);
+  static constexpr bool kStageDq = kTilesBytes + kStagingBytes <= 227 * 1024;
+  static_assert(kTilesBytes <= 227 * 1024, "more shared memory than a block can have");
   static constexpr size_t smem_bytes(DqMode mode, bool staged_dq) {
-    return (2 * kTileKV + 4 * kTileQ + 2 * kTileS) * 2 + 4 * Br * sizeof(float) +
-           (mode != DqMode::none && staged_dq ? 2 * kTileDq * sizeof(float) : 0);
+    return kTilesBytes + (mode != DqMode::none && staged_dq && kStageDq ? kStagingBytes : 0);
   }
 };
 
@@ -154,6 +184,13 @@ __device__ __forceinline__ void outer_k_body(const BwdParams& p) {
   float* sLSE2 = reinterpret_cast<float*>(sdS + Tr::kTileS);  // [2][Br]
   float* sD = sLSE2 + 2 * Br;                                 // [2][Br]
   const uint32_t adQ = smem_addr(sD + 2 * Br);  // [2][Br x d] fp32, sm_90 dQ_i staging
+  // Whether this kernel stages dQ_i in shared memory for bulk reduce-adds (sm_90, where the two
+  // blocks fit: not at d = 256) or adds it from registers with red.global.add.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kStaged = kMode != DqMode::none && Tr::kStageDq;
+#else
+  constexpr bool kStaged = false;
+#endif
 
   // Grouped heads: this CTA's K/V head serves `group` query heads, and its Q loop walks the Q
   // blocks of each of them in turn, so that dK_j and dV_j sum over the whole group in registers.
@@ -307,13 +344,13 @@ __device__ __forceinline__ void outer_k_body(const BwdParams& p) {
       // Step t has landed, and every warp is done with step t-1's buffers, P^T and dS^T.
       cp_async_wait<0>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      if constexpr (kMode != DqMode::none)
+      if constexpr (kStaged)
         if (threadIdx.x == 0) sm90::bulk_wait_read();  // staging buffer t % 2 (step t-2) is free
 #endif
       __syncthreads();
       if (t + 1 < n_steps) load_q_block(next(step), buf ^ 1);  // overlaps with the matmuls
       cp_async_commit();
-      if constexpr (kMode != DqMode::none)
+      if constexpr (kStaged)
         if (t > 0) flush_dq(last_step, buf ^ 1);  // staged at the end of the last step
 
       const T* sQi = sQ + buf * Tr::kTileQ;
@@ -435,29 +472,37 @@ __device__ __forceinline__ void outer_k_body(const BwdParams& p) {
       accumulate_kv(acc_dK, adS, aQi);
 
       if constexpr (kMode != DqMode::none) {
-        // ---- dQ_i (partial over this K block) = dS K_j: this warp's kQRows x 32 tile ----
-        float dq[kQM][kQN][4] = {};
+        // ---- dQ_i (partial over this K block) = dS K_j: this warp's kQRows x kQCols tile, in
+        // kQPasses passes over its columns (d = 256: two of 32 columns, so that 32 fp32 partials
+        // a thread are live beside dK_j and dV_j, not 64) ----
+        constexpr int kQNp = kQN / Tr::kQPasses;  // n8 tiles of one pass
+        // The partials of n8 tiles n0 .. n0 + kQNp - 1.
+        auto dq_product = [&](float(&dq)[kQM][kQNp][4], int n0) {
 #pragma unroll
-        for (int kk = 0; kk < Bc / 16; ++kk) {
-          uint32_t a[kQM][4];
+          for (int kk = 0; kk < Bc / 16; ++kk) {
+            uint32_t a[kQM][4];
 #pragma unroll
-          for (int m = 0; m < kQM; ++m) ld_q_a(a[m], adS, 16 * kk, 16 * m);  // dS = (dS^T)^T
+            for (int m = 0; m < kQM; ++m) ld_q_a(a[m], adS, 16 * kk, 16 * m);  // dS = (dS^T)^T
 #pragma unroll
-          for (int n = 0; n < kQN / 2; ++n) {
-            uint32_t b[4];
-            ld_q_b(b, aK, 16 * kk, 16 * n);
+            for (int n = 0; n < kQNp / 2; ++n) {
+              uint32_t b[4];
+              ld_q_b(b, aK, 16 * kk, 8 * n0 + 16 * n);
 #pragma unroll
-            for (int m = 0; m < kQM; ++m) mma_pair<T>(dq[m][2 * n], dq[m][2 * n + 1], a[m], b);
+              for (int m = 0; m < kQM; ++m) mma_pair<T>(dq[m][2 * n], dq[m][2 * n + 1], a[m], b);
+            }
           }
-        }
+        };
 
         // atomic: every K block adds into the same fp32 buffer (order varies run to run).
         // split:  CTA s owns split s; its first K block stores, its later ones add. An element is
-        //         only ever stored or added by one thread (sm_90: the copies issued by thread 0;
+        //         only ever stored or added by one thread (staged: the copies issued by thread 0;
         //         else the thread that holds its fragment), in program order: the same sum, bit for
         //         bit, on every run.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        {
+        if constexpr (kStaged) {
+          static_assert(Tr::kQPasses == 1, "the staged copy takes the whole tile at once");
+          float dq[kQM][kQN][4] = {};
+          dq_product(dq, 0);
           // Rows q_row0 + 16m + 8h + g all have row & 3 == g & 3, so dq_accum_col is one XOR of
           // the group index n with this lane's g & 3: group 8(g & 3) is folded into the lane's
           // offset, and group n is an XOR with 32n bytes (q_col0 is a multiple of 32 floats).
@@ -475,47 +520,59 @@ __device__ __forceinline__ void outer_k_body(const BwdParams& p) {
                     dq[m][n][2 * h], dq[m][n][2 * h + 1]);
           sm90::fence_proxy_async();  // visible to the copy engine once the next barrier has passed
         }
-#else
-        // One address per step (this lane's first element); the others are constant offsets from
-        // it. Only the last Q block can have rows past Nq, so only there are rows tested (a
-        // second copy of the loop, like the softmax's).
-        const int row0 = i * Br + q_row0 + g;
-        float* dst_q = dq_rows(step) + static_cast<int64_t>(row0) * kD + q_col0 + 2 * qd;
-        const int n_xor = g & 3;  // dq_accum_col for this lane's rows (see above)
-        auto put_dq = [&](auto test_rows) {
-#pragma unroll
-          for (int m = 0; m < kQM; ++m)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              if constexpr (decltype(test_rows)::value)
-                if (row0 + 16 * m + 8 * h >= Nq) continue;
-              float* at = dst_q + (16 * m + 8 * h) * kD;
-#pragma unroll
-              for (int n = 0; n < kQN; ++n) {
-                float* col = at + 8 * (n ^ n_xor);
-                if (kMode == DqMode::atomic || (kMode == DqMode::split && !stores_dq(i))) {
-                  atomicAdd(col, dq[m][n][2 * h]);
-                  atomicAdd(col + 1, dq[m][n][2 * h + 1]);
-                } else {
-                  *reinterpret_cast<float2*>(col) =
-                      make_float2(dq[m][n][2 * h], dq[m][n][2 * h + 1]);
-                }
-              }
-            }
-        };
-        if ((i + 1) * Br <= Nq) {
-          put_dq(std::false_type{});
-        } else {
-          put_dq(std::true_type{});
-        }
 #endif
+        if constexpr (!kStaged) {
+          // One address per step (this lane's first element); the others are constant offsets from
+          // it. Only the last Q block can have rows past Nq, so only there are rows tested (a
+          // second copy of the loop, like the softmax's).
+          const int row0 = i * Br + q_row0 + g;
+          float* dst_q = dq_rows(step) + static_cast<int64_t>(row0) * kD + q_col0 + 2 * qd;
+          const int n_xor = g & 3;  // dq_accum_col for this lane's rows (see above)
+          // A pass's partials leave before the next pass computes its own (not unrolled, so that
+          // the compiler cannot hoist the next pass's products above the reductions).
+#pragma unroll 1
+          for (int n0 = 0; n0 < kQN; n0 += kQNp) {
+            float dq[kQM][kQNp][4] = {};
+            dq_product(dq, n0);
+            auto put_dq = [&](auto test_rows) {
+#pragma unroll
+              for (int m = 0; m < kQM; ++m)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                  if constexpr (decltype(test_rows)::value)
+                    if (row0 + 16 * m + 8 * h >= Nq) continue;
+                  float* at = dst_q + (16 * m + 8 * h) * kD;
+#pragma unroll
+                  for (int n = 0; n < kQNp; ++n) {
+                    float* col = at + 8 * ((n0 + n) ^ n_xor);
+                    if (kMode == DqMode::atomic || (kMode == DqMode::split && !stores_dq(i))) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                      sm90::red_add_f32x2(col, dq[m][n][2 * h], dq[m][n][2 * h + 1]);
+#else
+                      atomicAdd(col, dq[m][n][2 * h]);
+                      atomicAdd(col + 1, dq[m][n][2 * h + 1]);
+#endif
+                    } else {
+                      *reinterpret_cast<float2*>(col) =
+                          make_float2(dq[m][n][2 * h], dq[m][n][2 * h + 1]);
+                    }
+                  }
+                }
+            };
+            if ((i + 1) * Br <= Nq) {
+              put_dq(std::false_type{});
+            } else {
+              put_dq(std::true_type{});
+            }
+          }
+        }
       }
       last_step = step;
       step = next(step);
     }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (kMode != DqMode::none) {
+    if constexpr (kStaged) {
       if (n_steps > 0) {
         __syncthreads();  // the last step's dQ is staged
         flush_dq(last_step, (n_steps - 1) % 2);

@@ -33,7 +33,7 @@
 #include <string_view>
 
 #include "common/band.h"
-#include "common/fa2_bwd/blocks.h"  // kOuterKBc, outer_k_br: the outer-K pass's blocks
+#include "common/fa2_bwd/blocks.h"  // outer_k_bc, outer_k_br: the outer-K pass's blocks
 #include "common/shape_check.h"
 #include "core/device.h"
 #include "core/problem.h"
@@ -133,16 +133,16 @@ inline int64_t bwd_dq_splits(const Problem& p, int sms, int64_t Bc) {
 }
 
 // Whether the outer-K kernel stages dQ in shared memory and adds it with bulk copies: the device
-// is sm_90 or later (outer_k.cuh).
+// is sm_90 or later (outer_k.cuh; and the staging blocks fit, which they do not at d = 256).
 inline bool bwd_staged_dq() {
   return device_info().cc_major >= 9;
 }
 
-// What the kernels here (preprocess, outer-K, outer-Q, convert) support: head dims 64 and 128, and
-// 32-bit row and element offsets inside one head. Every version that runs them checks a problem
+// What the kernels here (preprocess, outer-K, outer-Q, convert) support: head dims 64, 128 and 256
+// (blocks.h: the block shape of each), and 32-bit row and element offsets inside one head. Every version that runs them checks a problem
 // against these, under its own name (common/shape_check.h), and a packed batch against
 // bwd_packed_check.
-inline constexpr ShapeLimits kFa2BwdLimits{.head_dims = {64, 128},
+inline constexpr ShapeLimits kFa2BwdLimits{.head_dims = {64, 128, 256},
                                            .max_head_elems = int64_t{1} << 31};
 
 // A packed batch: the offsets are int32, and so are the rows of one head in LSE2 and D.
@@ -158,7 +158,7 @@ inline std::string bwd_packed_check(const Problem& p, std::string_view version) 
 struct DeviceTensors;
 BwdParams bwd_make_params(const DeviceTensors& t);
 
-// Launchers. Preprocess and convert are instantiated once, in host.cu; the outer-K pass (per mode)
+// Launchers. Preprocess and convert are instantiated once per (dtype, head dim), in host.cu; the outer-K pass (per mode)
 // and the outer-Q pass per (dtype, head dim) are written by the build from each version's
 // version.cmake (flashlab_instances). T is __half or __nv_bfloat16; each launches on `stream` and
 // checks the launch.

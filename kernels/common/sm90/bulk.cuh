@@ -7,7 +7,8 @@
 // after which one thread may issue the copy. Where the engine's global writes are handed to another
 // CTA by an ordinary release and acquire (hopper-deterministic's turns), both sides fence the
 // global async proxy (fence_proxy_async_global) next to them. Only sm_90 code may call these.
-// (Tensor copies, with a tensor map, are in tma.cuh.)
+// (Tensor copies, with a tensor map, are in tma.cuh.) Beside them, the vector form of the plain
+// fp32 reduction, for a kernel that adds from registers where a staged bulk copy does not fit.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,10 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, uint32_t smem, 
       "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gmem),
       "r"(smem), "r"(bytes)
       : "memory");
+}
+// global[0, 1] += (x, y), fp32: one reduction at L2 for a pair (gmem 8-byte aligned).
+__device__ __forceinline__ void red_add_f32x2(float* gmem, float x, float y) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(gmem), "f"(x), "f"(y) : "memory");
 }
 // global[0 .. bytes) = shared[0 .. bytes).
 __device__ __forceinline__ void bulk_store(float* gmem, uint32_t smem, uint32_t bytes) {
