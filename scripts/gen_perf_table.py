@@ -17,7 +17,9 @@ With --section hopper and --versus cudnn the table goes between <!-- hopper-tabl
 <!-- hopper-table:end --> instead, its ratio columns are against cuDNN, and the goals below it are
 the Hopper rung's (its forward against cuDNN's); --section hopper-bwd does the same for the rung's
 backward, between <!-- hopper-bwd-table:begin --> and <!-- hopper-bwd-table:end -->; --section gqa
-puts a grouped-heads sweep (both passes) between <!-- gqa-table:begin --> and <!-- gqa-table:end -->.
+puts a grouped-heads sweep (both passes) between <!-- gqa-table:begin --> and <!-- gqa-table:end -->,
+and --section d256 a head-dim-256 sweep of every rung between <!-- d256-table:begin --> and
+<!-- d256-table:end -->.
 Below the table it checks the speed goals over N = 1024 ... 16384 (geometric mean and lowest
 ratio to FA2 for the forward and atomic-dq's backward; deterministic-dq and recompute time over
 atomic-dq's at every point).
@@ -73,6 +75,8 @@ def table(doc, versus="flash", section="perf"):
     out.append("")
     if section == "gqa":
         out += gqa_goals(rows, doc.get("config", {}))
+    elif section == "d256":
+        out += d256_goals(rows)
     elif versus == "flash":
         out += goals(rows)
     elif any(r["pass"] == "bwd" for r in rows):
@@ -171,6 +175,38 @@ def hopper_bwd_goals(rows, n_min=1024, n_max=16384):
     return out
 
 
+def d256_goals(rows, n_min=1024, n_max=16384):
+    """Head dim 256: hopper's forward against cuDNN's (goal: 1.0x or more at every N >= 4096, and
+    760 TFLOP/s or more at bf16 non-causal N = 16384), and each backward against cuDNN's."""
+    rows = [r for r in rows if n_min <= r["N"] <= n_max and r["d"] == 256]
+    out = [f"Head dim 256 over N = {n_min} … {n_max} "
+           f"({len({(r['dtype'], r['causal'], r['N']) for r in rows})} shapes):"]
+    fwd = [r for r in rows if r["version"] == "hopper" and r["pass"] == "fwd" and r.get("vs_cudnn")]
+    line = cudnn_line(fwd, "hopper", "fwd", 1.0)
+    if line:
+        out.append(line)
+    big = [r for r in fwd if r["N"] >= 4096]
+    if big:
+        below = [r for r in big if r["vs_cudnn"] < 1.0]
+        out.append(f"- hopper fwd at N ≥ 4096: {len(below)} of {len(big)} shapes below 1.0× cuDNN"
+                   + (" (" + ", ".join(f"{shape_name(r)} {r['vs_cudnn']:.2f}×" for r in below) + ")"
+                      if below else ""))
+    top = [r for r in fwd if r["dtype"] == "bf16" and not r["causal"] and r["N"] == 16384]
+    if top:
+        out.append(f"- hopper fwd, bf16 non-causal N = 16384: {top[0]['flashlab_tflops']:.1f} TFLOP/s "
+                   "(goal 760)")
+    # The FA2 chapter's backward rungs beside PyTorch's FA2 backward (the rung they follow).
+    for ver in sorted({r["version"] for r in rows if r["pass"] == "bwd"}):
+        sel = [r for r in rows if r["version"] == ver and r["pass"] == "bwd" and r.get("vs_flash")]
+        if sel:
+            worst = min(sel, key=lambda r: r["vs_flash"])
+            out.append(f"- {ver} bwd / PyTorch FA2 bwd: geometric mean "
+                       f"{geomean([r['vs_flash'] for r in sel]):.2f}×, lowest {worst['vs_flash']:.2f}× "
+                       f"({shape_name(worst)}); / cuDNN bwd: geometric mean "
+                       f"{geomean([r['vs_cudnn'] for r in sel if r.get('vs_cudnn')]):.2f}×")
+    return out
+
+
 def gqa_goals(rows, config):
     """Grouped heads: hopper's forward and backward each against cuDNN's with enable_gqa (goal:
     geometric mean 1.0x or more, no shape below 0.9x)."""
@@ -190,8 +226,8 @@ def main():
     ap.add_argument("--readme", default="README.md")
     ap.add_argument("--stdout", action="store_true")
     ap.add_argument("--section", default="perf",
-                    help="perf (the ladder), hopper (its forward), hopper-bwd (its backward) or gqa "
-                         "(grouped heads, both passes)")
+                    help="perf (the ladder), hopper (its forward), hopper-bwd (its backward), gqa "
+                         "(grouped heads, both passes) or d256 (head dim 256, every rung)")
     ap.add_argument("--versus", default="flash", choices=["flash", "cudnn"])
     a = ap.parse_args()
     docs = []
