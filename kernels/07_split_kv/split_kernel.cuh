@@ -169,7 +169,11 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
       kBc % kPassRows == 0 && kBr % kPassRows == 0 && (kPassRows % 8 == 0 || 2 * kPassRows == 8),
       "whole rows per pass, each thread's chunk in one or two swizzled columns");
 
-  extern __shared__ __align__(256) unsigned char smem_raw[];
+  // The tiles start at a multiple of a row's bytes (and of 256), so that col_step's XOR below
+  // stays inside the row: at d = 256 it flips address bits 5-8, and the dynamic shared memory
+  // would otherwise start 256 bytes past a multiple of 512, after the static arrays.
+  constexpr int kSmemAlign = 2 * D > 256 ? 2 * D : 256;
+  extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + kBr * D;             // kStages tiles of kBc x D
   T* sV = sK + kStages * kBc * D;   // kStages tiles of kBc x D
