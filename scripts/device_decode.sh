@@ -52,6 +52,21 @@ if has sanitize; then
       --repeats 1 --warmup 0 --bitwise-repeats 0
     note "san_combine_$tool" "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/san_combine_$tool.log" | tr '\n' ' ')"
   done
+  # d = 256 (its own traits: Q from shared memory, copy passes of 4 rows): pages of 64 (a tile
+  # found by one table read) merged in place, then the combine kernel's path (8 x 16 K/V heads,
+  # 64 query rows over 4 heads each: 2,048 workers' rows).
+  for tool in memcheck racecheck synccheck; do
+    run_stage "san_d256_$tool" 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      "$BIN/flashlab" run --backend cuda --versions split-kv --dtype fp16 -d 256 -B 2 -H 8 \
+      --heads-kv 2 --Nq 4 --Nk 1000 --page-size 64 --causal yes --window 300,0 --splits 5 \
+      --repeats 1 --warmup 0 --bitwise-repeats 0
+    note "san_d256_$tool" "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/san_d256_$tool.log" | tr '\n' ' ')"
+  done
+  run_stage san_d256_combine_memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$BIN/flashlab" run --backend cuda --versions split-kv --dtype bf16 -d 256 -B 8 -H 64 \
+    --heads-kv 16 --Nq 64 --Nk 300 --page-size 16 --causal yes --splits 3 \
+    --repeats 1 --warmup 0 --bitwise-repeats 0
+  note san_d256_combine_memcheck "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/san_d256_combine_memcheck.log" | tr '\n' ' ')"
 fi
 
 if has lab; then

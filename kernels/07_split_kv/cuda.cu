@@ -10,8 +10,9 @@
 //
 //   block (split j, row block, K/V head kh), 4 warps:
 //
-//     Q: 16 packed rows x d, in registers (A fragments) for the whole loop
-//     key tiles of split j (64 keys each; cp.async, 3 stages at d = 128, 4 at d = 64):
+//     Q: 16 packed rows x d, in registers (A fragments) for the whole loop; at d = 256 read from
+//        shared memory at every k16 step instead (O alone is 128 registers a thread there)
+//     key tiles of split j (64 keys each; cp.async, 4 stages at d = 64, 3 at d = 128 and 256):
 //        K tile  [ keys 0-15 | keys 16-31 | keys 32-47 | keys 48-63 ]
 //                   warp 0      warp 1       warp 2       warp 3
 //        each warp: S = Q K_w^T (16 x 16), online softmax over its keys, O_w += P V_w (16 x d)
@@ -34,7 +35,8 @@
 // The split count: schedule.h's rule, planned with this kernel's tile (16 packed rows, 64 keys)
 // and the device's SM count; LaunchOptions::kv_splits (--splits) forces it.
 //
-// Limits: fp16 and bf16, head dims 64 and 128, fp32 accumulation, forward only; a dense batch
+// Limits: fp16 and bf16, head dims 64, 128 and 256 (d = 256 takes 200 KiB of shared memory a
+// block: an sm_90 GPU's, not an sm_80 one's), fp32 accumulation, forward only; a dense batch
 // (a packed batch is refused: its sequences would each need a schedule of their own); at most
 // 65535 row blocks (H/Hkv Nq <= 1048560 packed rows), B <= 65535 and splits Hkv < 2^31; Nq,
 // Nk <= 2^30.
@@ -66,7 +68,7 @@ constexpr int64_t kMaxRowsPerHead = int64_t{65535} * split_fwd::kBr;
 
 std::string split_check(const Problem& p) {
   std::string why =
-      shape_check(p, "split-kv", {.head_dims = {64, 128}, .max_rows = int64_t{1} << 30});
+      shape_check(p, "split-kv", {.head_dims = {64, 128, 256}, .max_rows = int64_t{1} << 30});
   if (why.empty() && p.shape.group() * p.shape.Nq > kMaxRowsPerHead)
     why = "split-kv on CUDA takes at most " + std::to_string(kMaxRowsPerHead) +
           " packed rows per K/V head (H/Hkv x Nq); it is for few query rows";
@@ -129,7 +131,7 @@ void split_forward(const DeviceTensors& t) {
   const int row_blocks = static_cast<int>(sc.row_blocks);
   sp.merge_in_place = sc.splits > 1 && sc.units <= split_fwd::kArrivalSlots;
   auto st = static_cast<cudaStream_t>(t.stream);
-  dispatch_dtype_head_dim(p, [&]<class T, int kD>() {
+  dispatch_dtype_head_dims<64, 128, 256>(p, [&]<class T, int kD>() {
     if (s.paged())
       split_fwd::launch_split<T, kD, true>(sp, row_blocks, kv_heads, st);
     else

@@ -22,10 +22,12 @@
 // GPU holds W = SMs workers at once for a contiguous cache, 2 SMs for a paged one (its keys come
 // in runs of one page, each found through the block table, and a worker of each pair keeps the
 // memory busy while the other waits: on the H200, 16 splits of a 65,536-key cache of pages of 64
-// took 0.083 ms, 32 splits 0.073 ms; a contiguous cache, 0.070 and 0.072). When U is at least W
-// the GPU is full already: S = 1, and the single split writes O and LSE itself (no workspace, no
-// combine). Otherwise S is one of the counts that keep every worker resident (U S <= W; more
-// would only trim a last wave's tail), at most T (no split without a block) and kMaxKvSplits
+// took 0.083 ms, 32 splits 0.073 ms; a contiguous cache, 0.070 and 0.072). At d = 256 W = SMs
+// for both: a worker's three 64 KiB key stages take 200 KiB of shared memory, so one fits an SM,
+// and it keeps as many bytes in flight as two d = 128 workers. When U is at least W the GPU is
+// full already: S = 1, and the single split writes O and LSE itself (no workspace, no combine).
+// Otherwise S is one of the counts that keep every worker resident (U S <= W; more would only
+// trim a last wave's tail), at most T (no split without a block) and kMaxKvSplits
 // (core/problem.h): the one that moves the fewest elements through an SM, as the twin counts
 // them (decoding is bound by memory):
 //
@@ -49,8 +51,13 @@ namespace flashlab::FLASHLAB_FOLDER {
 
 // The SMs the CPU twin plans for: an H100 SXM's and an H200's 132.
 inline constexpr int64_t kStandInSms = 132;
-// Workers a paged cache keeps resident per SM (the rule above).
+// Workers a paged cache keeps resident per SM (the rule above), where two fit.
 inline constexpr int64_t kPagedWorkersPerSm = 2;
+
+// Workers the rule plans to hold resident on an SM (W / SMs above).
+inline int64_t workers_per_sm(const Shape& s) {
+  return s.paged() && s.d <= 128 ? kPagedWorkersPerSm : 1;
+}
 
 struct SplitSchedule {
   int64_t group = 1;       // query heads per K/V head, packed into one tile's rows
@@ -102,7 +109,7 @@ inline SplitSchedule split_schedule(const Problem& p, int64_t Br, int64_t Bc, in
   sc.units = s.B * s.kv_heads() * sc.row_blocks;
   sc.forced = forced > 0;
   const int64_t most = std::max<int64_t>(1, std::min<int64_t>(sc.seen_blocks, kMaxKvSplits));
-  const int64_t slots = s.paged() ? kPagedWorkersPerSm * sms : sms;
+  const int64_t slots = workers_per_sm(s) * sms;
   sc.splits =
       sc.forced ? std::min(forced, most) : choose_splits(sc, std::min(Br, sc.rows), Bc, s.d, slots);
   return sc;

@@ -13,11 +13,39 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::split_fwd {
 
-// Key-tile stages in flight. d = 128: a stage is K + V = 32 KiB, three of them and the Q tile are
-// 100 KiB, so two blocks fit an SM; d = 64: 16 KiB a stage, four of them, 66 KiB.
+// Per head dim: the key-tile stages in flight, and whether a warp holds the block's 16 rows of Q
+// in registers for the whole loop (kQInRegs) or reads them from the shared Q tile at every k16
+// step of Q K^T, beside K's fragment.
 template <int D>
-struct SplitTraits {
-  static constexpr int kStages = D == 64 ? 4 : 3;
+struct SplitTraits;
+
+// d = 64: 16 KiB a stage (K + V), four of them and the Q tile, 66 KiB.
+template <>
+struct SplitTraits<64> {
+  static constexpr int kStages = 4;
+  static constexpr bool kQInRegs = true;
+};
+
+// d = 128: a stage is 32 KiB, three of them and the Q tile are 100 KiB, so two blocks fit an SM.
+// A thread holds O (16 x 128 over a warp: 64 floats) and Q (8 k16 steps: 32 registers).
+template <>
+struct SplitTraits<128> {
+  static constexpr int kStages = 3;
+  static constexpr bool kQInRegs = true;
+};
+
+// d = 256: O alone is 16 x 256 fp32 over a warp, 128 registers a thread; Q held as well would be
+// 64 more (16 k16 steps), 192 before S, addresses and the softmax's state, so Q is read from
+// shared memory, one ldmatrix beside each of K's (decoding waits on HBM, not on ldmatrix). A stage
+// is K + V = 64 KiB; three of them and the Q tile (8 KiB) are 200 KiB, one block an SM, with two
+// tiles (128 KiB) in flight while a third is used: as much as d = 128's two workers of a paged
+// cache keep in flight (schedule.h plans one worker an SM at d = 256). Two stages (136 KiB) would
+// let the pipeline drain to nothing at every tile (the next tile is issued only once the one
+// before has landed). 200 KiB is an sm_90 block's (227 KiB), not an sm_80 one's (163 KiB).
+template <>
+struct SplitTraits<256> {
+  static constexpr int kStages = 3;
+  static constexpr bool kQInRegs = false;
 };
 
 template <int D>
@@ -42,17 +70,22 @@ __device__ void merge_row(const SplitParams& p, int64_t total, int64_t gr, int l
   using E = ElemTraits<T>;
   constexpr int kPer = D / 32;  // columns per lane
   constexpr int kBatch = 16;    // partial O rows in flight per lane
-  using Vec = std::conditional_t<kPer == 4, float4, float2>;
-  static_assert(kPer == 4 || kPer == 2, "d = 64 or 128");
+  using Vec = std::conditional_t<kPer == 2, float2, float4>;
+  constexpr int kVecs = kPer == 8 ? 2 : 1;  // 16-byte loads of a lane's columns (d = 256: two)
+  static_assert(kPer == 2 || kPer == 4 || kPer == 8, "d = 64, 128 or 256");
   const int kh = static_cast<int>(gr / p.rows), R = static_cast<int>(gr - int64_t{kh} * p.rows);
   const int64_t split_stride = total;  // partials of one split: every packed row of every head
   const float* col = p.part_o + gr * D + lane * kPer;  // split 0's partial, this lane's columns
-  Vec o[kBatch];
+  Vec o[kBatch][kVecs];
   auto load_batch = [&](int j0) {
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int j = j0 + u;
-      o[u] = j < p.splits ? __ldcg(reinterpret_cast<const Vec*>(col + j * split_stride * D)) : Vec{};
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v)
+        o[u][v] = j < p.splits
+                      ? __ldcg(reinterpret_cast<const Vec*>(col + j * split_stride * D) + v)
+                      : Vec{};
     }
   };
   // w[i]: split lane + 32 i's LSE, then its weight; -inf (weight 0) past the last split and for
@@ -98,11 +131,14 @@ __device__ void merge_row(const SplitParams& p, int64_t total, int64_t gr, int l
     for (int u = 0; u < kBatch; ++u) {
       const float wj = __shfl_sync(0xffffffffu, wi, (j0 + u) % 32);
       if (j0 + u < p.splits) {
-        acc[0] += wj * o[u].x;
-        acc[1] += wj * o[u].y;
-        if constexpr (kPer == 4) {
-          acc[2] += wj * o[u].z;
-          acc[3] += wj * o[u].w;
+#pragma unroll
+        for (int v = 0; v < kVecs; ++v) {
+          acc[4 * v] += wj * o[u][v].x;
+          acc[4 * v + 1] += wj * o[u][v].y;
+          if constexpr (kPer >= 4) {
+            acc[4 * v + 2] += wj * o[u][v].z;
+            acc[4 * v + 3] += wj * o[u][v].w;
+          }
         }
       }
     }
@@ -121,6 +157,7 @@ template <class T, int D, bool kPaged>
 __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p) {
   using E = ElemTraits<T>;
   constexpr int kStages = SplitTraits<D>::kStages;
+  constexpr bool kQInRegs = SplitTraits<D>::kQInRegs;
   constexpr int kThreads = kWarps * 32;
   constexpr int KD = D / 16;        // k16 steps of Q K^T
   constexpr int NO = D / 8;         // n8 tiles of O
@@ -128,10 +165,15 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   static_assert(kKeysPerWarp == 16, "each warp takes one k16 step of P V per tile");
   constexpr int kChunks = D / 8;                   // 16-byte chunks in a row
   constexpr int kPassRows = kThreads / kChunks;    // rows one pass of the block copies
-  static_assert(kBc % kPassRows == 0 && kBr % kPassRows == 0 && kPassRows % 8 == 0,
-                "whole rows per pass, each thread's chunk in the same swizzled column");
+  static_assert(
+      kBc % kPassRows == 0 && kBr % kPassRows == 0 && (kPassRows % 8 == 0 || 2 * kPassRows == 8),
+      "whole rows per pass, each thread's chunk in one or two swizzled columns");
 
-  extern __shared__ __align__(256) unsigned char smem_raw[];
+  // The tiles start at a multiple of a row's bytes (and of 256), so that col_step's XOR below
+  // stays inside the row: at d = 256 it flips address bits 5-8, and the dynamic shared memory
+  // would otherwise start 256 bytes past a multiple of 512, after the static arrays.
+  constexpr int kSmemAlign = 2 * D > 256 ? 2 * D : 256;
+  extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + kBr * D;             // kStages tiles of kBc x D
   T* sV = sK + kStages * kBc * D;   // kStages tiles of kBc x D
@@ -168,7 +210,20 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   const int n_kv = max(0, t1 - t0);
 
   // Copies: thread tid takes 16 bytes (chunk tid % kChunks) of rows tid / kChunks + i kPassRows.
+  // The swizzle repeats every 8 rows: with 8 rows a pass or more (d = 64, 128) a thread's chunk
+  // keeps its column and pass i is pass 0's address plus i kPassRows rows; at d = 256 a pass is 4
+  // rows of 32 chunks, and an odd pass's rows sit 4 further into the 8, so its chunk also moves
+  // by odd_shift bytes (the column XOR 4).
   const int cp_row = tid / kChunks, cp_col = (tid % kChunks) * 8;
+  [[maybe_unused]] const int odd_shift = 2 * (swizzled_offset<D>(cp_row + kPassRows, cp_col) -
+                                              swizzled_offset<D>(cp_row, cp_col) - kPassRows * D);
+  auto pass_at = [&](int i) -> uint32_t {  // bytes from pass 0's chunk to pass i's
+    if constexpr (kPassRows % 8 == 0) {
+      return i * kPassRows * D * 2;
+    } else {
+      return i * kPassRows * D * 2 + (i % 2 ? odd_shift : 0);
+    }
+  };
   const T* Kg = static_cast<const T*>(p.k);
   const T* Vg = static_cast<const T*>(p.v);
   // Where key `key` of this K/V head starts (elements), contiguous or in its page: in the pool
@@ -196,8 +251,8 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
       const int row = cp_row + i * kPassRows, key = c0 + row;
       const bool valid = key < p.Nk;  // a paged cache's slots past Nk hold no key: never read
       const int64_t at = !valid ? 0 : (one_page ? tile_at + row * D : key_at(key)) + cp_col;
-      cp_async_16(dk + i * kPassRows * D * 2, Kg + at, valid);
-      cp_async_16(dv + i * kPassRows * D * 2, Vg + at, valid);
+      cp_async_16(dk + pass_at(i), Kg + at, valid);
+      cp_async_16(dv + pass_at(i), Vg + at, valid);
     }
   };
   // The Q tile: packed row R is query row R / group of head (b H + kvh group + R % group).
@@ -210,7 +265,7 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
       const bool valid = R < p.rows;
       const int64_t head = int64_t{b} * p.H + int64_t{kvh} * p.group + R % p.group;
       const int64_t at = valid ? (head * p.Nq + R / p.group) * D + cp_col : 0;
-      cp_async_16(dq + i * kPassRows * D * 2, Qg + at, valid);
+      cp_async_16(dq + pass_at(i), Qg + at, valid);
     }
   }
 #pragma unroll
@@ -237,9 +292,12 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
 
   cp_async_wait<kStages - 2>();
   __syncthreads();
-  uint32_t qf[KD][4];  // the block's 16 rows of Q, held for the whole loop
+  // The block's 16 rows of Q, held for the whole loop (kQInRegs).
+  [[maybe_unused]] uint32_t qf[kQInRegs ? KD : 1][4];
+  if constexpr (kQInRegs) {
 #pragma unroll
-  for (int kk = 0; kk < KD; ++kk) ldmatrix_x4(qf[kk], col_step(q_lane, kk));
+    for (int kk = 0; kk < KD; ++kk) ldmatrix_x4(qf[kk], col_step(q_lane, kk));
+  }
 
   float o[NO][4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // log2 units, scale folded in
@@ -261,8 +319,15 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
       uint32_t kf[4];
       ldmatrix_x4(kf, col_step(kj + k_lane, kk));
       const uint32_t b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
-      mma_16816<T>(s[0], qf[kk], b0);
-      mma_16816<T>(s[1], qf[kk], b1);
+      if constexpr (kQInRegs) {
+        mma_16816<T>(s[0], qf[kk], b0);
+        mma_16816<T>(s[1], qf[kk], b1);
+      } else {
+        uint32_t qa[4];
+        ldmatrix_x4(qa, col_step(q_lane, kk));
+        mma_16816<T>(s[0], qa, b0);
+        mma_16816<T>(s[1], qa, b1);
+      }
     }
     // Scaled into log2 units; -inf where the row does not see the key (only in tiles that some
     // row's band crosses, and the ragged last tile).
@@ -321,6 +386,7 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const SplitParams p)
   // merges splits. Warp w's O goes to rows of D + 8 floats (conflict-free float2 stores).
   constexpr int kORow = D + 8;
   float* sO = reinterpret_cast<float*>(sK);  // kWarps x kBr x kORow floats
+  static_assert(kWarps * kBr * kORow * 4 <= 2 * kStages * kBc * D * 2, "in the K/V stages");
   __shared__ float sM[kWarps][kBr], sL[kWarps][kBr];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {

@@ -2,7 +2,7 @@
 // reference, on the shapes decoding has.
 //
 // Matrix: Nq in {1, 4, 64} x Nk in {1, 17, 4097, 65536} (not 64 x 65536) x H / Hkv in {1, 4, 8}
-// (8 query heads), each for fp16 and bf16, d = 64 and 128; the cache contiguous or paged with
+// (8 query heads), each for fp16 and bf16, d = 64, 128 and 256; the cache contiguous or paged with
 // pages of 16, 64 or 256 keys in turn, causal in turn where Nq > 1; windows; splits forced from 1
 // to 128 and chosen by the rule, merged in place by the last split or (more workers' rows than
 // counters) by the combine kernel. Each output within gpu_check.h's budget, every run repeated bit
@@ -72,7 +72,7 @@ std::vector<SplitCase> all_cases() {
   std::vector<SplitCase> cases;
   const int64_t pages[] = {0, 16, 64, 256};
   for (DType t : {DType::f16, DType::bf16})
-    for (int64_t d : {64, 128}) {
+    for (int64_t d : {64, 128, 256}) {
       int i = 0;
       for (int64_t nq : {1, 4, 64})
         for (int64_t nk : {1, 17, 4097, 65536}) {
@@ -91,12 +91,16 @@ std::vector<SplitCase> all_cases() {
   for (int s : {1, 2, 3, 5, 16, 33, 64, 128}) {
     cases.push_back({DType::bf16, 128, 1, 8, 2, 1, 9000, i % 2 ? 256 : 0, false, s});
     cases.push_back({DType::f16, 64, 1, 32, 8, 4, 9000, i % 2 ? 0 : 16, true, s});
+    // d = 256 (its own tile traits, Q read from shared memory): every page size in turn.
+    cases.push_back({i % 2 ? DType::f16 : DType::bf16, 256, 1, 16, 2, i % 4 == 3 ? 4 : 1, 9000,
+                     pages[i % 4], i % 4 == 3, s});
     ++i;
   }
   // More workers' rows (B Hkv row blocks: 2048) than the in-place merge has counters
   // (split_launch.h, kArrivalSlots): the combine kernel merges the splits instead.
   cases.push_back({DType::bf16, 64, 8, 64, 64, 64, 300, 0, true, 3});
   cases.push_back({DType::f16, 128, 8, 64, 16, 64, 300, 64, false, 3});
+  cases.push_back({DType::bf16, 256, 8, 64, 16, 64, 300, 16, true, 3});
   return cases;
 }
 
@@ -167,7 +171,7 @@ TEST(GpuSplitKvEntry, TakesGroupedHeadsWindowsAndPagedCachesNotPackedBatches) {
   EXPECT_EQ(v.cuda->axes, unsigned{kGroupedHeads | kWindow | kPaged});
   Problem p = problem_of({DType::bf16, 96, 1, 8, 2, 1, 4096});
   const std::string why = v.cuda->check(p);
-  EXPECT_NE(why.find("head dims 64 and 128"), std::string::npos) << why;
+  EXPECT_NE(why.find("head dims 64, 128 and 256"), std::string::npos) << why;
   EXPECT_EQ(why.find('\n'), std::string::npos) << "one line";
   // Too many packed rows for the grid's row blocks: refused in one line, not launched.
   p = problem_of({DType::bf16, 128, 1, 64, 1, 20000, 20000});
@@ -195,6 +199,14 @@ TEST(GpuSplitKvEntry, SplitsAsTheTwinDoesAtTheKernelsTiles) {
   EXPECT_EQ(v.cuda->kv_splits(p, {}), 16);
   EXPECT_EQ(v.cuda->workspace_bytes(p, {}), size_t{16} * 8 * 4 * 129 * 4);
   EXPECT_EQ(v.cuda->workspace_bytes(p, {.kv_splits = 1}), 0u);
+  // In pages of 64: two workers an SM at d = 128 (32 splits), one at d = 256, whose 200 KiB of
+  // shared memory leave room for no second (16 splits).
+  Problem paged = p;
+  paged.shape.page_size = 64;
+  EXPECT_EQ(v.cuda->kv_splits(paged, {}), 32);
+  paged.shape.d = 256;
+  EXPECT_EQ(v.cuda->kv_splits(paged, {}), 16);
+  EXPECT_EQ(v.cuda->workspace_bytes(paged, {}), size_t{16} * 8 * 4 * 257 * 4);
 }
 
 }  // namespace
