@@ -14,7 +14,10 @@ out once here, by a program, instead of by hand. Run it after changing the shape
 # at d = 256).
 SS_SHAPES = [64, 80, 128]
 RS_SHAPES = [64, 128, 256]
-TT_SHAPES = [64]  # the backward's dQ = dS K: both operands MN-major
+TT_SHAPES = [64, 128]  # the backward's dQ = dS K: both operands MN-major (128: d = 256's halves)
+# The backward at d = 256: dV += P^T dO and dK += dS^T Q with P^T and dS^T (K-major) from shared
+# memory and dO, Q (MN-major) too, one half of d (128 columns) per consumer warpgroup.
+NT_SHAPES = [128]
 TYPES = [("__half", "f16"), ("__nv_bfloat16", "bf16")]
 # The wgmma ceiling (src/cuda/ceilings.cu): the widest product, bf16, both operands K-major.
 CEILING_SHAPES = [("__nv_bfloat16", "bf16", 256)]
@@ -112,6 +115,8 @@ def main():
             print(emit_rs(ctype, ptx, n))
         for n in TT_SHAPES:
             print(emit_ss(ctype, ptx, n, "wgmma_ss_tt", "1, 1"))
+        for n in NT_SHAPES:
+            print(emit_ss(ctype, ptx, n, "wgmma_ss_nt", "0, 1"))
     for ctype, ptx, n in CEILING_SHAPES:
         print(emit_ss(ctype, ptx, n))
     for n in FP8_SHAPES:

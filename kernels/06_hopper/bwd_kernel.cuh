@@ -12,6 +12,11 @@
 //     per Q block i: S^T, dP^T, P^T, dS^T; dV_w, dK_w; a 64 x 64 piece of dQ_i to the writer
 //     at the end: dK_w * scale, dV_w out by bulk tensor stores
 //
+// At d = 256 (BwdTraits::kSplitD) the block holds 64 keys and the consumer warpgroups split the
+// head dim instead (bwd_consumer_split_d.cuh): warpgroup 0 computes S^T and P^T, warpgroup 1
+// dP^T, they meet in shared memory, and each adds its columns of dQ_i from registers: thread 32
+// has nothing to write.
+//
 // A packed batch (kPacked) runs the same roles on each sequence's K blocks: its blocks are
 // numbered sequence by sequence (place_packed), its copies go through the sequence's own tensor
 // maps (seq_maps.cuh: clipped at its last row, so nothing is read or written past it), and its
@@ -24,12 +29,13 @@
 #include <cstdint>
 
 #include "bwd_consumer.cuh"
+#include "bwd_consumer_split_d.cuh"
 #include "bwd_dq_writer.cuh"
 #include "bwd_producer.cuh"
 #include "common/packed.h"
-#include "common/smem_opt_in.h"
 #include "common/sm90/sync.cuh"
 #include "common/sm90/tma.cuh"
+#include "common/smem_opt_in.h"
 #include "core/cuda_check.h"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
@@ -57,8 +63,9 @@ __device__ inline void block_in(int n_k, int n_kv, int kv_chunk, int b, int& j, 
 }
 
 // A dense problem: one run over all B Hkv K/V heads.
-__device__ inline void block_of(const BwdParams& p, int& j, int& kv_head) {
-  const int n_k = (p.b.Nk + ::flashlab::cuda::kOuterKBc - 1) / ::flashlab::cuda::kOuterKBc;
+template <int Bc>
+__device__ void block_of(const BwdParams& p, int& j, int& kv_head) {
+  const int n_k = (p.b.Nk + Bc - 1) / Bc;
   block_in(n_k, p.b.BH / p.b.group, p.kv_chunk, blockIdx.x, j, kv_head);
 }
 
@@ -113,19 +120,26 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
     j = sm.place->j;
     kv_head = sm.place->kv_head;
   } else {
-    block_of(p, j, kv_head);
+    block_of<Tr::Bc>(p, j, kv_head);
   }
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (wg == 0) {
     sm90::setmaxnreg_dec<kProducerRegs>();
     if (t == 0) produce<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
-    if (t == 32) write_dq<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
+    if constexpr (!Tr::kSplitD) {
+      if (t == 32) write_dq<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
+    }
     return;
   }
   sm90::setmaxnreg_inc<kConsumerRegs>();
-  Consumer<T, D, kDeterministic, kPacked> c{p, sm, wg - 1, t, j, kv_head};
-  c.run();
+  if constexpr (Tr::kSplitD) {
+    ConsumerSplitD<T, D, kDeterministic, kPacked> c{p, sm, wg - 1, t, j, kv_head};
+    c.run();
+  } else {
+    Consumer<T, D, kDeterministic, kPacked> c{p, sm, wg - 1, t, j, kv_head};
+    c.run();
+  }
 #endif
 }
 

@@ -27,10 +27,10 @@ struct BwdParams {
   // batch works it out per sequence, from the SM count.
   int kv_chunk;
   int sms;
-  // hopper-deterministic: [heads][turn_head_blocks][b.dq_splits] turn counters, zeroed before
-  // the launch. K block j writes its dQ partial of Q block i into split j mod dq_splits once
-  // counter (head, i, j mod dq_splits) == j / dq_splits, then sets it to j / dq_splits + 1
-  // (bwd_dq_writer.cuh). Null for hopper.
+  // hopper-deterministic: [heads][turn_head_blocks][b.dq_splits][kTurnChains] turn counters,
+  // zeroed before the launch. K block j adds its dQ partial of Q block i into split j mod
+  // dq_splits once the counter holds one past the split's last writer (j - dq_splits + 1, or 0
+  // for the first), then sets it to j + 1 (bwd_dq_writer.cuh). Null for hopper.
   int* dq_turn;
   // A packed batch only (the kernels of kPacked; common/packed.h), what the map kernel
   // (seq_maps.cuh) wrote into the workspace before the launch: sequence b's tensor maps at
@@ -54,21 +54,31 @@ inline int64_t packed_turn_blocks(int64_t total_q, int64_t B, int Br) {
   return total_q / Br + B + 1;
 }
 
-// Bc = 128 keys per block, 64 per consumer warpgroup (the rows of its dK_j, dV_j accumulators);
-// Br query rows per step: 64 at d = 128, where dK_j and dV_j take 128 registers a thread, and
-// 128 at d = 64, where they take 64 and the score tiles can be twice as wide. These are the
-// outer-K pass's blocks (common/fa2_bwd/blocks.h), not a copy of them: hopper-deterministic's
-// dQ splits are summed by that pass's convert kernel, which must walk the blocks that wrote them.
-// kStages Q blocks in flight. Each consumer warpgroup computes a 64 x 64 piece of dQ_i: at
-// d = 128 the columns 64w .. 64w + 63 of all 64 rows, at d = 64 the rows 64w .. 64w + 63.
+// The block shapes are the outer-K pass's (common/fa2_bwd/blocks.h), not a copy of them:
+// hopper-deterministic's dQ splits are summed by that pass's convert kernel, which must walk the
+// blocks that wrote them. kStages Q blocks in flight.
+//
+// d = 64 and 128: Bc = 128 keys per block, 64 per consumer warpgroup (the rows of its dK_j, dV_j
+// accumulators); Br query rows per step: 64 at d = 128, where dK_j and dV_j take 128 registers a
+// thread, and 128 at d = 64, where they take 64 and the score tiles can be twice as wide. Each
+// consumer warpgroup computes a 64 x 64 piece of dQ_i: at d = 128 the columns 64w .. 64w + 63 of
+// all 64 rows, at d = 64 the rows 64w .. 64w + 63 (bwd_consumer.cuh).
+//
+// d = 256 (kSplitD): 64 keys of dK_j and dV_j over the whole head dim would be 256 registers a
+// thread in one warpgroup; Bc = Br = 64 and the two consumer warpgroups split the head dim
+// instead, warpgroup w holding columns 128w .. 128w + 127 of dK_j, dV_j and dQ_i
+// (bwd_consumer_split_d.cuh). There is no room for dQ's fp32 staging: dQ leaves from registers,
+// and hopper-deterministic's turns run one chain per warpgroup's columns (kTurnChains).
 template <int D>
 struct BwdTraits {
-  static_assert(D == 64 || D == 128, "head dims 64 and 128");
-  static constexpr int Bc = ::flashlab::cuda::kOuterKBc;
+  static_assert(D == 64 || D == 128 || D == 256, "head dims 64, 128 and 256");
+  static constexpr int Bc = ::flashlab::cuda::outer_k_bc(D);
   static constexpr int Br = ::flashlab::cuda::outer_k_br(D);
   static constexpr int kStages = 2;
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr bool kSplitD = D == 256;
+  static constexpr int kTurnChains = kSplitD ? 2 : 1;
   static_assert(::flashlab::cuda::kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
 };
 

@@ -13,12 +13,15 @@
 //   K, V        [D/64][Bc][64]             once per block; later dK, dV on their way out
 //   Q, dO       [kStages][D/64][Br][64]    a ring of stages, one Q block each
 //   dS^T        [Br/64][Bc][64]            the step's dS^T, read by both warpgroups' dQ products
-//   dQ staging  [2][Br][D] fp32            columns permuted as in the accumulator (sm80/tiles.cuh)
+//   P^T         [Bc][64]                   d = 256 only (kSplitD): the step's P^T, both warpgroups'
+//   dP^T - D    [Bc Br] fp32               d = 256 only: from warpgroup 1 to 0, thread-major
+//   dQ staging  [2][Br][D] fp32            d = 64, 128: columns permuted as in the accumulator
+//                                          (sm80/tiles.cuh)
 //   LSE2, D     [kStages][Br] fp32         LSE2_i and D_i of each stage's Q block
 //   barriers    kv_full, q_full[s], q_empty[s], dq_full[2], dq_empty[2]
 //   place       a packed batch's block: its sequence, K block, K/V head, band and rows (BlockPlace)
-// Tiles of 208 KiB at d = 128 and 192 KiB at d = 64; LSE2, D and the barriers add about 1 KiB
-// and 2 KiB.
+// Tiles of 208 KiB at d = 128, 192 KiB at d = 64 and 224 KiB at d = 256; LSE2, D and the
+// barriers add about 1 KiB (d = 128, 256) and 2 KiB (d = 64).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,10 @@ namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 constexpr uint32_t kDsReady = 1;
 constexpr uint32_t kDsFree = 2;
 constexpr uint32_t kEpilogue = 3;  // + w
+// d = 256 (bwd_consumer_split_d.cuh): warpgroup 1's dP^T - D is in shared memory; a warpgroup's
+// turn to add its dQ columns (hopper-deterministic).
+constexpr uint32_t kDpReady = 5;
+constexpr uint32_t kTurn = 6;  // + w
 
 template <int D>
 struct BwdLayout {
@@ -49,8 +56,10 @@ struct BwdLayout {
   static constexpr int kQs = kV + kKV;
   static constexpr int kdOs = kQs + S * kQ;
   static constexpr int kdS = kdOs + S * kQ;
-  static constexpr int kdQ = kdS + Bc * Br * 2;
-  static constexpr int kLse2 = kdQ + 2 * Br * D * 4;
+  static constexpr int kPt = kdS + Bc * Br * 2;
+  static constexpr int kdP = kPt + (Tr::kSplitD ? Bc * Br * 2 : 0);
+  static constexpr int kdQ = kdP + (Tr::kSplitD ? Bc * Br * 4 : 0);
+  static constexpr int kLse2 = kdQ + (Tr::kSplitD ? 0 : 2 * Br * D * 4);
   static constexpr int kD = kLse2 + S * Br * 4;
   static constexpr int kBars = kD + S * Br * 4;
   static constexpr int kPlace = kBars + (1 + 2 * S + 4) * 8;
@@ -100,6 +109,8 @@ struct BwdSmem {
   __device__ T* q(int s) const { return reinterpret_cast<T*>(base + L::kQs + s * L::kQ); }
   __device__ T* dO(int s) const { return reinterpret_cast<T*>(base + L::kdOs + s * L::kQ); }
   __device__ T* dS() const { return reinterpret_cast<T*>(base + L::kdS); }
+  __device__ T* pt() const { return reinterpret_cast<T*>(base + L::kPt); }          // d = 256
+  __device__ float* dp() const { return reinterpret_cast<float*>(base + L::kdP); }  // d = 256
   __device__ float* dq(int b) const {
     return reinterpret_cast<float*>(base + L::kdQ) + b * L::Br * D;
   }

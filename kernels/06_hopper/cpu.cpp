@@ -64,9 +64,9 @@ void hopper_fwd(const Problem& p, const Inputs& in, const CpuOptions& o, Forward
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t h = 0; h < s.heads(); ++h)
       for (int64_t i = 0; i < qb.count(); ++i) {
-        const plan::BlockSchedule sc = plan::block_schedule(
-            o.Br, o.Bc, band.banded, band.Nq, band.Nk, band.offset, band.left, band.right,
-            static_cast<int>(i));
+        const plan::BlockSchedule sc =
+            plan::block_schedule(o.Br, o.Bc, band.banded, band.Nq, band.Nk, band.offset, band.left,
+                                 band.right, static_cast<int>(i));
         const int64_t r0 = sc.first_row(), rows = sc.q_end - r0;  // the block's real rows
         const int64_t kh = s.kv_of(h);                            // the K/V head it reads
         total.tiles_computed += sc.n_kv;
@@ -192,13 +192,16 @@ int64_t deterministic_scratch_bytes(const Problem& p, const CpuOptions& o) {
 int64_t hopper_workspace(const Problem& p, const CpuOptions&) {
   return p.shape.lse_elems() * 4 * 2 + p.shape.q_elems() * 4 + 4;
 }
-// ... with S = 2 fp32 dQ splits and one turn counter per (head, Q block of the CUDA kernel: 64
-// rows at d = 128, 128 at 64, split), as the CUDA version allocates.
+// ... with S = 2 fp32 dQ splits and turn counters per (head, Q block of the CUDA kernel: 64 rows
+// at d = 128 and 256, 128 at 64, split; two at d = 256, one per consumer warpgroup), as the CUDA
+// version allocates.
 int64_t deterministic_workspace(const Problem& p, const CpuOptions&) {
-  const int64_t br = cuda::outer_k_br(static_cast<int>(p.shape.d)),
-                S = plan::deterministic_dq_splits(p.shape.Nk, cuda::kOuterKBc);
+  const int d = static_cast<int>(p.shape.d);
+  const int64_t br = cuda::outer_k_br(d),
+                S = plan::deterministic_dq_splits(p.shape.Nk, cuda::outer_k_bc(d));
   return p.shape.lse_elems() * 4 * 2 + S * p.shape.q_elems() * 4 +
-         p.shape.heads() * ((p.shape.Nq + br - 1) / br) * S * 4;
+         p.shape.heads() * ((p.shape.Nq + br - 1) / br) * S * plan::deterministic_turn_chains(d) *
+             4;
 }
 
 }  // namespace

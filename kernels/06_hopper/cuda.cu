@@ -39,7 +39,8 @@
 // The backward is atomic-dq's outer-K pass with the same machinery: a producer warp loads, a
 // second one adds the dQ partials into the fp32 accumulator by bulk reduce-adds (in a fixed order
 // for hopper-deterministic), two consumer warpgroups at 240 registers compute (bwd_kernel.cuh
-// draws the roles, README.md the pipeline). The preprocess (D, LSE2) and the convert pass are the
+// draws the roles, README.md the pipeline); at d = 256 the consumer warpgroups split the head dim
+// and add dQ from their registers. The preprocess (D, LSE2) and the convert pass are the
 // FA2 backward's (common/fa2_bwd).
 //
 // Packed batches (common/packed.h): the copies of the forward and of the backward are clipped at
@@ -50,8 +51,8 @@
 //
 // Limits: sm_90a only (an H100/H200: wgmma and setmaxnreg exist nowhere else; the build needs
 // -gencode=arch=compute_90a,code=sm_90a); fp16 and bf16 storage, fp32 accumulation; head dims
-// 64, 128 and 256 forward, 64 and 128 backward; B*H <= 65535; positive scale; Nq, Nk <= 2^30 and Nq*d, Nk*d < 2^31 (kRungLimits
-// below). Within those any Nq, Nk: the copy engine clips tiles at a head's last row, so ragged
+// 64, 128 and 256, forward and backward; B*H <= 65535; positive scale; Nq, Nk <= 2^30 and
+// Nq*d, Nk*d < 2^31 (kRungLimits below). Within those any Nq, Nk: the copy engine clips tiles at a head's last row, so ragged
 // tails are masked, not assumed away.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -70,8 +71,8 @@
 #include "core/device.h"
 #include "core/device_api.h"
 #include "fwd_params.h"
-#include "seq_maps.cuh"
 #include "schedule.h"
+#include "seq_maps.cuh"
 #include "util/error.h"
 
 namespace flashlab::cuda {
@@ -97,12 +98,10 @@ std::string hopper_unavailable(int cc_major, int cc_minor) {
 // over the raw scores, then scaled).
 constexpr ShapeLimits kForwardLimits{
     .head_dims = {64, 128, 256}, .max_rows = int64_t{1} << 30, .positive_scale = true};
-// The backward's: head dims 64 and 128 (its dK and dV accumulators at d = 256 need another
-// division of the work: docs/perf.md), and the FA2 passes it runs too (preprocess, convert) with
-// their 32-bit element offsets inside a head.
+// The backward's: the forward's, and the FA2 passes it runs too (preprocess, convert) with their
+// 32-bit element offsets inside a head.
 constexpr ShapeLimits kBackwardLimits = [] {
   ShapeLimits l = kForwardLimits;
-  l.head_dims = {64, 128};
   l.max_head_elems = kFa2BwdLimits.max_head_elems;
   return l;
 }();
@@ -120,8 +119,7 @@ std::string packed_check(const Problem& p) {
            " sequences (its tensor maps per sequence)";
   return {};
 }
-// hopper: what its forward takes (check); what its backward takes beyond that (backward_check:
-// at d = 256 the forward runs alone).
+// hopper: what its forward takes (check); what its backward takes beyond that (backward_check).
 std::string forward_check(const Problem& p) {
   const std::string why = hopper_check(p, kForwardLimits);
   return why.empty() ? packed_check(p) : why;
@@ -162,8 +160,10 @@ size_t hopper_workspace(const Problem& p, const LaunchOptions&) {
 // hopper-deterministic: S fp32 dQ splits instead of one accumulator (schedule.h), and one turn
 // counter per (head, Q block, split) after them. K block j adds into split j mod S, so a chain of
 // turns is ceil(Tc / S) K blocks long instead of Tc; the convert pass sums the splits in order.
+static_assert(hopper_bwd::BwdTraits<256>::kTurnChains == plan::deterministic_turn_chains(256) &&
+              hopper_bwd::BwdTraits<128>::kTurnChains == plan::deterministic_turn_chains(128));
 int64_t dq_splits(const Problem& p) {
-  return plan::deterministic_dq_splits(p.shape.Nk, kOuterKBc);
+  return plan::deterministic_dq_splits(p.shape.Nk, outer_k_bc(static_cast<int>(p.shape.d)));
 }
 // The turn counters' Q blocks per query head: a dense head's, or a packed batch's with room for
 // every sequence's (bwd_params.h: packed_turn_block).
@@ -174,7 +174,8 @@ int64_t turn_head_blocks(const Problem& p) {
 }
 int64_t turn_bytes(const Problem& p) {
   const int64_t heads = p.shape.packed() ? p.shape.H : p.shape.heads();
-  return heads * turn_head_blocks(p) * dq_splits(p) * 4;
+  return heads * turn_head_blocks(p) * dq_splits(p) * plan::deterministic_turn_chains(p.shape.d) *
+         4;
 }
 size_t turns_offset(const Problem& p) {
   return bwd_workspace_bytes(p, dq_splits(p));
@@ -388,8 +389,7 @@ void backward_for(const DeviceTensors& t) {
     // this kernel's: bwd_params.h).
     bp.b.dq_splits = static_cast<int>(dq_splits(p));
     bp.b.dq_strided = true;
-    bp.dq_turn =
-        reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + turns_offset(p));
+    bp.dq_turn = reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + turns_offset(p));
     FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
   } else {
     FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, s.q_elems() * 4, st));
@@ -407,8 +407,8 @@ void backward_for(const DeviceTensors& t) {
 
 template <bool kDeterministic>
 void backward(const DeviceTensors& t) {
-  dispatch_dtype_head_dim(t.problem,
-                          [&]<class T, int kD>() { backward_for<T, kD, kDeterministic>(t); });
+  dispatch_dtype_head_dims<64, 128, 256>(
+      t.problem, [&]<class T, int kD>() { backward_for<T, kD, kDeterministic>(t); });
 }
 
 // The ablation's variants are forwards, and run bf16, d = 128 only (the shape the rung is tuned

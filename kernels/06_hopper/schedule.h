@@ -75,7 +75,7 @@ FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool banded, int
     kv_begin = first_key <= 0 ? 0 : first_key / Bc;
     const int visited_end = last_key < 0 ? 0 : last_key / Bc + 1;
     kv_end = visited_end < n_all ? visited_end : n_all;
-    const int all_from = s.q_end - 1 + offset - left;    // keys [all_from, all_to] seen by all
+    const int all_from = s.q_end - 1 + offset - left;  // keys [all_from, all_to] seen by all
     const int all_to = s.first_row() + offset + right;
     const int whole_lo = all_from <= 0 ? 0 : (all_from + Bc - 1) / Bc;
     const int whole_hi = all_to + 1 <= 0 ? 0 : (all_to + 1) / Bc;
@@ -99,10 +99,16 @@ FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool banded, int
 
 // hopper-deterministic's number of fp32 dQ splits: two, one when there is a single K block
 // (docs/perf.md, hopper backward step 3). The backward's blocks are the outer-K pass's
-// (common/fa2_bwd/blocks.h: Bc = 128 keys, Br = 64 queries per step at d = 128 and 128 at d = 64).
+// (common/fa2_bwd/blocks.h: Bc = 128 keys, Br = 64 queries per step at d = 128 and 128 at d = 64;
+// Bc = Br = 64 at d = 256).
 // The CUDA side allocates by them and the registry entry's workspace formula counts by them.
 constexpr int64_t deterministic_dq_splits(int64_t Nk, int64_t Bc) {
   return (Nk + Bc - 1) / Bc < 2 ? (Nk + Bc - 1) / Bc : 2;
+}
+// hopper-deterministic's chains of turns per (head, Q block, split): one, or at d = 256 one per
+// consumer warpgroup (each adds its own 128 columns of dQ: bwd_consumer_split_d.cuh).
+constexpr int64_t deterministic_turn_chains(int64_t d) {
+  return d == 256 ? 2 : 1;
 }
 
 }  // namespace flashlab::FLASHLAB_FOLDER

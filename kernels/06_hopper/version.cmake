@@ -4,8 +4,9 @@
 set(VERSION_CUDA_ARCHS 90a)
 
 # Its heavy kernels, one object each (the build writes them; kernels/versions.cmake,
-# flashlab_instances): the forward and the two backwards for every (dtype, head dim), dense and
-# packed (the forward at d = 256 too), and the ablation's forwards, each with one idea switched off (ablation.h), at bf16, d = 128 only.
+# flashlab_instances): the forward and the two backwards for every (dtype, head dim: 64, 128,
+# 256), dense and packed, and the ablation's forwards, each with one idea switched off
+# (ablation.h), at bf16, d = 128 only.
 flashlab_instances(fwd INCLUDE fwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_fwd
   VARY T=__half,__nv_bfloat16 D=64,128,256
   LINES "template void launch_fwd<@T@, @D@, false, kAllIdeas>(const FwdParams&, cudaStream_t)"
@@ -20,16 +21,16 @@ flashlab_instances(fwd_packed INCLUDE fwd_kernel.cuh
         "template void launch_fwd<@T@, @D@, true, kAllIdeas | kPackedBatch>(const FwdParams&, cudaStream_t)"
         "template void launch_fwd<@T@, @D@, true, kAllIdeas | kLeftSide | kPackedBatch>(const FwdParams&, cudaStream_t)")
 flashlab_instances(bwd INCLUDE bwd_kernel.cuh NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd
-  VARY T=__half,__nv_bfloat16 D=64,128
+  VARY T=__half,__nv_bfloat16 D=64,128,256
   LINES "template void launch_bwd<@T@, @D@, false, false>(const BwdParams&, int, cudaStream_t)")
 flashlab_instances(bwd_det INCLUDE bwd_kernel.cuh
   NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd
-  VARY T=__half,__nv_bfloat16 D=64,128
+  VARY T=__half,__nv_bfloat16 D=64,128,256
   LINES "template void launch_bwd<@T@, @D@, true, false>(const BwdParams&, int, cudaStream_t)")
 # A packed batch's backwards (bwd_kernel.cuh: kPacked), apart from the dense ones as the forwards.
 flashlab_instances(bwd_packed INCLUDE bwd_kernel.cuh
   NAMESPACE flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd
-  VARY T=__half,__nv_bfloat16 D=64,128
+  VARY T=__half,__nv_bfloat16 D=64,128,256
   LINES "template void launch_bwd<@T@, @D@, false, true>(const BwdParams&, int, cudaStream_t)"
         "template void launch_bwd<@T@, @D@, true, true>(const BwdParams&, int, cudaStream_t)")
 flashlab_instances(ablation INCLUDE fwd_kernel.cuh

@@ -33,11 +33,6 @@ using gpu_test::expect_within;
 
 const char* const kBackwardIds[] = {"recompute", "atomic-dq", "deterministic-dq", "hopper",
                                     "hopper-deterministic"};
-// The versions that take d = 256 (the FA2 rungs; the Hopper rung takes 64 and 128).
-const char* const kD256Ids[] = {"recompute", "atomic-dq", "deterministic-dq"};
-bool takes_d256(std::string_view id) {
-  return std::find(std::begin(kD256Ids), std::end(kD256Ids), id) != std::end(kD256Ids);
-}
 
 // Whether this build and GPU run the version (the Hopper rung needs sm_90a in both); the test
 // logs the reason when not.
@@ -157,7 +152,7 @@ class BwdKernelsD256 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BwdKernelsD256, MatchFp64ReferenceWithinBudget) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
-  match_reference(GetParam(), kD256Ids);
+  match_reference(GetParam(), kBackwardIds);
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDim256, BwdKernelsD256, ::testing::ValuesIn(bwd_d256_cases()),
@@ -178,12 +173,9 @@ TEST(BwdKernels, RejectUnsupportedShapesWithAMessage) {
       return why.empty() ? cuda::backward_refusal(*v->cuda, q) : why;
     };
     EXPECT_NE(bwd_why(p).find("d = 96 is not one of them"), std::string::npos) << id;
-    // d = 256: the FA2 rungs take it, the Hopper rung's backward names its head dims.
+    // d = 256: every backward takes it.
     p = problem_of({DType::bf16, 256, true, 2, 3, 1000, 17});
-    if (takes_d256(id))
-      EXPECT_EQ(bwd_why(p), "") << id;
-    else
-      EXPECT_NE(bwd_why(p).find("head dims 64 and 128"), std::string::npos) << id;
+    EXPECT_EQ(bwd_why(p), "") << id;
     p = problem_of({DType::f32, 64, false, 1, 1, 64, 64});
     EXPECT_NE(v->cuda->check(p).find("fp16 or bf16"), std::string::npos) << id;
     p = problem_of({DType::bf16, 128, true, 2, 3, 1000, 17});
@@ -239,7 +231,6 @@ TEST_P(BwdDeterminism, DeterministicVersionsAreBitwiseReproducibleOverFiftyRuns)
     const VersionInfo* v = find_version(id);
     ASSERT_TRUE(v && v->cuda && v->cuda->backward) << id;
     if (!runs_here(*v)) continue;
-    if (p.shape.d == 256 && !takes_d256(id)) continue;  // the Hopper rung: 64 and 128
     const cuda::RunResult r = cuda::run(*v->cuda, p, in, &fwd_in, o);
     std::cout << "[" << id << "] 50 runs: dQ differed from the first in " << r.differing_runs.dQ
               << ", dK in " << r.differing_runs.dK << ", dV in " << r.differing_runs.dV << "\n";
@@ -255,14 +246,18 @@ TEST_P(BwdDeterminism, DeterministicVersionsAreBitwiseReproducibleOverFiftyRuns)
 // Ragged and causal, more queries than keys (rows without keys) and several K blocks per row; and
 // shapes with more K blocks than the GPU needs CTAs, where each outer-K CTA walks several K blocks
 // into its one split (on 132 SMs: 16 splits of 4 K blocks; 7 splits of ~5 K blocks, causal). At
-// d = 256 (64-key blocks): the first shape again, and 4 heads of 4097 keys, 65 K blocks a head,
-// whose outer-K CTAs walk two each (33 splits on 132 SMs).
+// d = 256 (64-key blocks): the first shape again, 4 heads of 4097 keys, 65 K blocks a head,
+// whose outer-K CTAs walk two each (33 splits on 132 SMs), and 8 query heads over 2 K/V heads
+// under the causal mask and a window of 300 keys, Nq != Nk (the Hopper rung's turns per
+// warpgroup walk grouped heads and a window's left side).
 INSTANTIATE_TEST_SUITE_P(Shapes, BwdDeterminism,
                          ::testing::Values(Case{DType::f16, 64, true, 2, 3, 1100, 777},
                                            Case{DType::bf16, 128, false, 1, 8, 3000, 8191},
                                            Case{DType::f16, 64, true, 2, 8, 4097, 4097},
                                            Case{DType::f16, 256, true, 2, 3, 1100, 777},
-                                           Case{DType::bf16, 256, false, 1, 4, 1500, 4097}),
+                                           Case{DType::bf16, 256, false, 1, 4, 1500, 4097},
+                                           Case{DType::bf16, 256, true, 1, 8, 1000, 2000, 2, 300,
+                                                0}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return case_name(i.param);
                          });

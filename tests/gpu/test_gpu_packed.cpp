@@ -232,7 +232,8 @@ class CudaPackedD256 : public ::testing::TestWithParam<PackedCase> {};
 TEST_P(CudaPackedD256, MatchPerSequenceReferenceWithinBudget) {
   FLASHLAB_SKIP_WITHOUT_DEVICE();
   match_reference(GetParam(), "head dim",
-                  {"tiled", "recompute", "atomic-dq", "deterministic-dq", "hopper"});
+                  {"tiled", "recompute", "atomic-dq", "deterministic-dq", "hopper",
+                   "hopper-deterministic"});
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDim256, CudaPackedD256, ::testing::ValuesIn(d256_cases()),

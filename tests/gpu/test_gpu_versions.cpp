@@ -64,10 +64,10 @@ std::vector<Case> d256_cases() {
                                {256});
 }
 
-// The versions the d = 256 matrix must run on every one of its shapes: every CUDA rung of the FA2
-// chapter, forward and backward, and the Hopper rung's forward (its backward says why not).
-constexpr std::initializer_list<const char*> kMustRunAtD256 = {"tiled", "recompute", "atomic-dq",
-                                                               "deterministic-dq", "hopper"};
+// The versions the d = 256 matrix must run on every one of its shapes, forward and backward:
+// every CUDA rung of the FA2 chapter and the Hopper rung.
+constexpr std::initializer_list<const char*> kMustRunAtD256 = {
+    "tiled", "recompute", "atomic-dq", "deterministic-dq", "hopper", "hopper-deterministic"};
 
 std::vector<Case> axes_cases() {
   // (Nq, Nk, B, H, Hkv, window left, window right).

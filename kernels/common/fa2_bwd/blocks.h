@@ -1,8 +1,7 @@
 // The block shape of FA2's outer-K backward pass (outer_k.cuh): Bc keys per K block and Br queries
 // per step, at head dim d. The convert pass's split mode walks the same blocks to know which dQ
-// splits a row has, and the Hopper backward (kernels/06_hopper) takes its blocks from here too
-// (kOuterKBc and outer_k_br at d = 64 and 128, the only head dims it takes): hopper-deterministic's
-// dQ splits are summed by that convert pass.
+// splits a row has, and the Hopper backward (kernels/06_hopper) takes its blocks from here too:
+// hopper-deterministic's dQ splits are summed by that convert pass.
 //
 //   d     Bc    Br    why (outer_k.cuh has the register and shared-memory arithmetic)
 //   64    128   128   dK_j, dV_j are small: wide score tiles, half the steps

@@ -77,6 +77,8 @@ template <class T, int N>
 __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int scale_d);
 template <class T, int N>
 __device__ void wgmma_ss_tt(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d);
+template <class T, int N>
+__device__ void wgmma_ss_nt(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d);
 // FP8 (e4m3 x e4m3, fp32 accumulators in the layout above): m64nNk32, both operands K-major in
 // shared memory -- 8-bit products have no transpose, so a B operand whose k runs down the rows (V
 // in O += P V) must be stored transposed. One k32 step is 32 bytes of a row, as a k16 step of a
@@ -103,7 +105,9 @@ __device__ __forceinline__ uint64_t smem_desc_sw64(uint32_t addr) {
 
 // The generated shapes: wgmma_ss<T, N> (A K-major and B K-major, both in shared memory),
 // wgmma_rs<T, N> (A in registers, B MN-major in shared memory) and wgmma_ss_tt<T, N> (A and B
-// both MN-major in shared memory: the backward's dQ = dS K, with dS stored as dS^T and K as K).
+// both MN-major in shared memory: the backward's dQ = dS K, with dS stored as dS^T and K as K)
+// and wgmma_ss_nt<T, N> (A K-major, B MN-major, both in shared memory: the backward's dV += P^T dO
+// at d = 256, where P^T is shared by the two consumer warpgroups).
 // An MN-major A is described like an MN-major B: 8-row groups along k 1024 bytes apart, k16 steps
 // of 16 rows. scale_d = 0 overwrites D,
 // 1 accumulates into it.
