@@ -7,22 +7,27 @@
 //
 //   warpgroup 0                                   warpgroup 1
 //   S^T  = K_j Q_i^T     (64 x 64, k = 256)       dP^T = V_j dO_i^T   (64 x 64, k = 256)
+//   ───────────── kStageFree: the step before's dQ copies have read shared memory ─────────────
 //   P^T  = exp2(S^T scale log2e - LSE2_i)         dP^T - D_i  ──▶ shared memory (fp32)
 //          fp32, masked on the diagonal     ◀── kDpReady ──┘
 //   dS^T = P^T (dP^T - D_i), from the fp32 P
-//   [kDsFree: warpgroup 1 is done with the last step's P^T, dS^T]
 //   P^T, dS^T ──▶ shared memory (16-bit)
 //   ─────────────────────────────── kDsReady ───────────────────────────────
 //   both, on their 128 columns of d (every operand from shared memory):
 //     dV_w += P^T dO_i[:, 128w ..]     dK_w += dS^T Q_i[:, 128w ..]     dQ_w = dS K_j[:, 128w ..]
 //     release stage s (q_empty[s])
-//     dQ_w ──▶ the fp32 accumulator by red.global.add.v2.f32 (no room to stage it: the tiles take
-//     224 KiB); hopper-deterministic in turns, one chain per warpgroup's columns, the split's first
-//     writer storing
+//   ─────────────────────────────── kDsFree ────────────────────────────────
+//     dQ_w ──▶ shared memory, over dS^T, P^T and dP^T - D (32 KiB: half of dQ_i at a time), each
+//     warp its 16 rows ──▶ bulk reduce-adds of a row's 64 columns into the fp32 accumulator
+//     (hopper-deterministic: in turns, one chain per warpgroup's columns, the split's first
+//     writer storing)
 //
-// Each warpgroup issues one 64 x 64 x 256 score product and three 64 x 128 x 64 products a step:
-// the same work. After the last Q block, the epilogue: dK_w * scale, dV_w -> shared memory over
-// K_j's and V_j's column blocks 2w, 2w + 1 -> bulk tensor stores.
+// There is no room for a dQ staging buffer of its own (the tiles take 224 KiB), and adding dQ
+// from registers by red.global.add took half the kernel's time (docs/perf.md: reductions of 8
+// bytes against the bulk copies' whole lines). Each warpgroup issues one 64 x 64 x 256 score
+// product and three 64 x 128 x 64 products a step: the same work. After the last Q block, the
+// epilogue: dK_w * scale, dV_w -> shared memory over K_j's and V_j's column blocks 2w, 2w + 1 ->
+// bulk tensor stores.
 #pragma once
 
 #include <cmath>
@@ -45,7 +50,7 @@ struct ConsumerSplitD {
   static_assert(Tr::kSplitD && Br == 64 && Bc == 64, "d = 256's blocks");
   static constexpr int NS = Br / 2;   // S^T (or dP^T) accumulators: 64 x 64 over 128 threads
   static constexpr int DW = D / 2;    // this warpgroup's columns of d
-  static constexpr int NKV = DW / 2;  // dK_w (dV_w, the dQ piece): 64 x 128 over 128 threads
+  static constexpr int NKV = DW / 2;  // dK_w (dV_w, dQ_w): 64 x 128 over 128 threads
 
   const BwdParams& p;
   const BwdSmem<T, D>& sm;
@@ -71,11 +76,13 @@ struct ConsumerSplitD {
     sm90::mbar_wait(sm.kv_full, 0);
     // The producer's order (QRange::next), worked out from the step.
     const int per_head = qr.end - qr.begin, count = qr.count();
+    DqTurn last{};  // the step before's dQ: its copies, its turn
     for (int n = 0; n < count; ++n) {
       const int i = qr.down ? qr.end - 1 - n / qr.group : qr.begin + n % per_head;
       const int h = qr.down ? n % qr.group : n / per_head;
-      step(i, kv_head * qr.group + h, n, n + 1 < count);
+      step(i, kv_head * qr.group + h, n, last);
     }
+    if (count > 0) settle<true>(last);  // shared memory must outlive the copies
     epilogue();
   }
 
@@ -158,9 +165,8 @@ struct ConsumerSplitD {
   }
 
   // Warpgroup 0: dS^T = P^T (dP^T - D) from the fp32 P and warpgroup 1's dP^T - D; P^T and dS^T
-  // to shared memory as 16-bit tiles (one 64-column block each, 128-byte swizzle), once
-  // warpgroup 1's products of the last step have read them (kDsFree, from the second step on).
-  __device__ void write_p_ds(const float (&pt)[NS], int n) const {
+  // to shared memory as 16-bit tiles (one 64-column block each, 128-byte swizzle).
+  __device__ void write_p_ds(const float (&pt)[NS]) const {
     sm90::named_sync(kDpReady, 256);
     const float4* in = reinterpret_cast<const float4*>(sm.dp());
     uint32_t pa[NS / 2], dsa[NS / 2];
@@ -172,7 +178,6 @@ struct ConsumerSplitD {
       dsa[e / 2] = ElemTraits<T>::pack(pt[e] * g.x, pt[e + 1] * g.y);
       dsa[e / 2 + 1] = ElemTraits<T>::pack(pt[e + 2] * g.z, pt[e + 3] * g.w);
     }
-    if (n > 0) sm90::named_sync(kDsFree, 256);
     const uint32_t p_tile = smem_addr(sm.pt()), ds_tile = smem_addr(sm.dS());
 #pragma unroll
     for (int e = 0; e < NS; e += 2) {
@@ -183,7 +188,20 @@ struct ConsumerSplitD {
     sm90::fence_proxy_async();  // ordinary stores, read next by the tensor cores
   }
 
-  __device__ void step(int i, int head, int n, bool more) {
+  // Where this warpgroup's dQ columns of a step go: the fp32 accumulator (row r, column c at
+  // r D + dq_accum_col(r, c), as the convert pass reads it), rows past the Q block's real ones
+  // left out. hopper-deterministic: split j mod S, in turn after the split's K block j - S
+  // (bwd_dq_writer.cuh has the chain), the split's first writer storing instead of adding; the
+  // turn is the warpgroup's own (its columns), taken by its thread 0 before the copies and passed
+  // on once they are complete (settle).
+  struct DqTurn {
+    float* base;  // row 0 of the Q block in the accumulator (or split)
+    int rows;     // its real rows
+    int* turn;    // hopper-deterministic's counter
+    bool first;   // the split's first writer of these rows
+  };
+
+  __device__ void step(int i, int head, int n, DqTurn& last) {
     const int s = n % S;
     sm90::mbar_wait(sm.q_full + s, (n / S) & 1);
     float sc[NS];
@@ -192,6 +210,7 @@ struct ConsumerSplitD {
     sm90::wgmma_fence();
     issue_scores(sc, w == 0 ? sm.k() : sm.v(), w == 0 ? sm.q(s) : sm.dO(s));
     sm90::wgmma_commit();
+    if (n > 0) settle<false>(last);  // under the score product
     sm90::wgmma_wait<0>();
     sm90::pin(sc);
     if (w == 1) {
@@ -201,7 +220,7 @@ struct ConsumerSplitD {
         probabilities<true>(sc, sm.lse2(s), i);
       else
         probabilities<false>(sc, sm.lse2(s), i);
-      write_p_ds(sc, n);
+      write_p_ds(sc);
     }
     sm90::named_sync(kDsReady, 256);  // P^T and dS^T are whole in shared memory
 
@@ -218,50 +237,83 @@ struct ConsumerSplitD {
     sm90::mbar_arrive(sm.q_empty + s);
     sm90::wgmma_wait<0>();
     sm90::pin(dq);
-    if (w == 1 && more) sm90::named_arrive(kDsFree, 256);  // done with P^T and dS^T
-    add_dq(dq, i, head);
+    // Both warpgroups' products are done with dS^T and P^T (and warpgroup 0 with dP^T - D): the
+    // three are the staging region now.
+    sm90::named_sync(kDsFree, 256);
+    last = take_turn(i, head);
+    send_dq(dq, last);
   }
 
-  // This warpgroup's dQ columns into the fp32 accumulator (row r, column c at
-  // r D + dq_accum_col(r, c), as the convert pass reads it), rows past the Q block's real ones
-  // left out. hopper-deterministic: into split j mod S, in turn after the split's K block j - S
-  // (bwd_dq_writer.cuh has the chain), the split's first writer storing instead of adding; the
-  // turn is the warpgroup's own (its columns), taken and passed on by its thread 0 around two
-  // barriers of the warpgroup.
-  __device__ void add_dq(const float (&dq)[NKV], int i, int head) const {
+  __device__ DqTurn take_turn(int i, int head) const {
     const Band& band = at().band();
-    const int rows = band.Nq - i * Br;
     const int splits = kDeterministic ? p.b.dq_splits : 1, split = j % splits;
-    float* base = p.b.dQ_accum + split * p.b.split_stride + at().accum_row(head, i, Br) * D;
-    bool first = false;
-    int* turn = nullptr;
+    DqTurn d{p.b.dQ_accum + split * p.b.split_stride + at().accum_row(head, i, Br) * D,
+             band.Nq - i * Br, nullptr, false};
     if constexpr (kDeterministic) {
-      turn = p.dq_turn + (at().turn_block(head, i) * splits + split) * Tr::kTurnChains + w;
-      first = j - splits < band.k_blocks(i, Br, Bc).begin;
+      d.turn = p.dq_turn + (at().turn_block(head, i) * splits + split) * Tr::kTurnChains + w;
+      d.first = j - splits < band.k_blocks(i, Br, Bc).begin;
       if (t == 0) {
-        const int want = first ? 0 : j - splits + 1;
+        const int want = d.first ? 0 : j - splits + 1;
         // A K/V head's K blocks start in order of j (block_in) and wait only for smaller ones.
-        while (sm90::load_acquire(turn) != want) {
+        while (sm90::load_acquire(d.turn) != want) {
         }
       }
       sm90::named_sync(kTurn + w, 128);
     }
+    return d;
+  }
+
+  // This warpgroup's dQ columns out, in two halves of 64 through the staging region: warp k's 16
+  // rows of a half are a 4 KiB piece (16 rows of 256 bytes, the columns permuted as in the
+  // accumulator, which keeps 64-column blocks whole), and lanes 0 .. 15 each send one row of it by
+  // a bulk reduce-add (or store). The second half waits for the first to be read.
+  __device__ void send_dq(const float (&dq)[NKV], const DqTurn& d) const {
+    const int warp = t / 32, lane = t % 32;
+    const uint32_t piece = smem_addr(sm.dS()) + (4 * w + warp) * 4096;
 #pragma unroll
-    for (int e = 0; e < NKV; e += 2) {
-      const int r = row_of(e);
-      if (r >= rows) continue;
-      float* at_rc = base + r * D + bwd::dq_accum_col(r, DW * w + col_of(e));
-      if (kDeterministic && first)
-        *reinterpret_cast<float2*>(at_rc) = make_float2(dq[e], dq[e + 1]);
-      else
-        sm90::red_add_f32x2(at_rc, dq[e], dq[e + 1]);
-    }
-    if constexpr (kDeterministic) {
-      sm90::named_sync(kTurn + w, 128);  // every thread's columns are written
-      if (t == 0) {
-        __threadfence();
-        sm90::store_release(turn, j + 1);
+    for (int h = 0; h < 2; ++h) {
+      if (h == 1) {
+        if (lane < 16) sm90::bulk_wait_read();
+        __syncwarp();
       }
+#pragma unroll
+      for (int e = 0; e < NKV / 2; e += 2) {
+        const int r = row_of(e) % 16, c = col_of(e);
+        st_shared_f32x2(piece + r * 256 + bwd::dq_accum_col(r, c) * 4, dq[NKV / 2 * h + e],
+                        dq[NKV / 2 * h + e + 1]);
+      }
+      sm90::fence_proxy_async();  // ordinary stores, read next by the copy engine
+      __syncwarp();
+      if (lane < 16) {
+        const int r = 16 * warp + lane;
+        if (r < d.rows) {
+          float* dst = d.base + r * D + DW * w + 64 * h;
+          if (kDeterministic && d.first)
+            sm90::bulk_store(dst, piece + lane * 256, 256);
+          else
+            sm90::bulk_reduce_add_f32(dst, piece + lane * 256, 256);
+        }
+        sm90::bulk_commit();
+      }
+    }
+  }
+
+  // The step before's copies have read the staging region (hopper-deterministic, and after the
+  // last step: are complete in global memory; its turn is passed on); then every warp may write
+  // over it.
+  template <bool kLast>
+  __device__ void settle(const DqTurn& d) const {
+    if (t % 32 < 16) {
+      if constexpr (kDeterministic || kLast) {
+        sm90::bulk_wait_all();
+        sm90::fence_proxy_async_global();
+      } else {
+        sm90::bulk_wait_read();
+      }
+    }
+    sm90::named_sync(kStageFree, 256);
+    if constexpr (kDeterministic) {
+      if (t == 0) sm90::store_release(d.turn, j + 1);
     }
   }
 
