@@ -53,6 +53,9 @@ struct RunResult {
   struct PerOutput {
     int O = 0, LSE = 0, dQ = 0, dK = 0, dV = 0;
   } differing_runs;
+  // A version whose backward does not take the problem its forward takes: why (backward_refusal,
+  // core/device_api.h); its forward ran alone. Empty otherwise.
+  std::string backward_refused;
   PassCounters fwd_counters, bwd_counters;  // filled when RunOptions::counters is set
   // A ring (Version::ring): the kernels its ranks ran on their blocks ("hopper, hopper-
   // deterministic"), and the timed runs' compute and transfer times per rank and step.

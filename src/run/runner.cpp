@@ -102,8 +102,6 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   out.version = &v;
   out.has_fwd = v.cuda->forward != nullptr || v.cuda->ring != nullptr;  // a ring runs both
   out.has_bwd = v.cuda->backward != nullptr || v.cuda->ring != nullptr;
-  out.backward_refused = cuda::backward_refusal(*v.cuda, c.problem);  // its forward runs alone
-  if (!out.backward_refused.empty()) out.has_bwd = false;
   cuda::RunOptions opt;
   opt.warmup = c.warmup;
   opt.repeats = c.repeats;
@@ -115,6 +113,9 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   out.grads = std::move(r.grads);
   out.fwd_time = summarize(r.fwd_time.ms);
   out.bwd_time = summarize(r.bwd_time.ms);
+  // A backward that does not take the problem (asked once, by cuda::run): its forward ran alone.
+  out.backward_refused = std::move(r.backward_refused);
+  if (!out.backward_refused.empty()) out.has_bwd = false;
   out.bitwise_repeat = r.bitwise_repeatable;
   out.workspace_bytes = r.workspace_bytes;
   out.peak_device_bytes = r.peak_device_bytes;
