@@ -242,7 +242,8 @@ TEST(Ring, GpuPairsCoverTheMaskOnce) {
                   const plan::Shard qs = plan::shard(N, R, r, sh), ks = plan::shard(N, R, s, sh);
                   const plan::Chunk qc = qw == 0 ? qs.first : qs.second;
                   const plan::Chunk kc = kw == 0 ? ks.first : ks.second;
-                  const int64_t a = plan::chunk_index(R, r, qw, sh), b = plan::chunk_index(R, s, kw, sh);
+                  const int64_t a = plan::chunk_index(R, r, qw, sh),
+                                b = plan::chunk_index(R, s, kw, sh);
                   // chunk_index names the chunk shard() cut.
                   ASSERT_EQ(qc.begin, plan::chunk(N, R, a).begin);
                   ASSERT_EQ(kc.begin, plan::chunk(N, R, b).begin);

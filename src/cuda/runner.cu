@@ -196,7 +196,8 @@ __global__ void fill_normal_words(uint16_t* dst, size_t n, uint64_t key, bool bf
     const float u1 = (static_cast<float>(h >> 40) + 0.5f) * (1.0f / 16777216.0f);  // (0, 1)
     const float u2 = static_cast<float>((h >> 16) & 0xffffff) * (1.0f / 16777216.0f);
     const float z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    dst[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(z)) : __half_as_ushort(__float2half_rn(z));
+    dst[i] =
+        bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(z)) : __half_as_ushort(__float2half_rn(z));
   }
 }
 

@@ -72,8 +72,8 @@ int64_t required_device_bytes(const Version& v, const Problem& p, const LaunchOp
 
 // Runs `v` on the device. For a backward-only version, `fwd_in` supplies O and LSE (from the
 // tiled forward of the same backend). A ring runs over opt.launch.ranks GPUs, its block kernels
-// picked from the registry unless opt.launch names them (run/ring_blocks.h). Throws std::runtime_error with a clear message on any CUDA
-// error or when the problem does not fit.
+// picked from the registry unless opt.launch names them (run/ring_blocks.h). Throws
+// std::runtime_error with a clear message on any CUDA error or when the problem does not fit.
 RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forward* fwd_in,
               const RunOptions& opt);
 

@@ -528,8 +528,9 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
           v.version->id));
   for (const VersionOutcome& v : r.versions)
     if (!v.backward_refused.empty())
-      rep.observations.push_back(fmt::format("{}'s backward did not run: {}. Its forward ran alone.",
-                                             v.version->id, v.backward_refused));
+      rep.observations.push_back(
+          fmt::format("{}'s backward did not run: {}. Its forward ran alone.", v.version->id,
+                      v.backward_refused));
   for (const VersionOutcome& v : r.versions)
     if (v.version->kv_splits && v.not_implemented.empty())
       rep.observations.push_back(kv_splits_note(*v.version, c));
