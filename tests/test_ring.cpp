@@ -10,8 +10,11 @@
 //   - two runs are bitwise identical; finite differences agree with the ring's gradients;
 //   - zigzag leaves the ranks less idle than contiguous shards under the causal mask;
 //   - the command line: --ranks is taken by the ring versions, recorded in the report, refused
-//     with one line where it cannot apply.
+//     with one line where it cannot apply;
+//   - the GPU side's block picker passes over a backward that refuses the blocks though its
+//     forward takes them, with the runner's reason.
 #define FLASHLAB_FOLDER v_09_ring
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -19,8 +22,10 @@
 #include <string>
 
 #include "../kernels/09_ring/ring.h"
+#include "core/device_api.h"
 #include "core/rng.h"
 #include "reference/attention.h"
+#include "run/ring_blocks.h"
 #include "test_cli_helpers.h"
 #include "test_cpu_util.h"
 
@@ -237,7 +242,8 @@ TEST(Ring, GpuPairsCoverTheMaskOnce) {
                   const plan::Shard qs = plan::shard(N, R, r, sh), ks = plan::shard(N, R, s, sh);
                   const plan::Chunk qc = qw == 0 ? qs.first : qs.second;
                   const plan::Chunk kc = kw == 0 ? ks.first : ks.second;
-                  const int64_t a = plan::chunk_index(R, r, qw, sh), b = plan::chunk_index(R, s, kw, sh);
+                  const int64_t a = plan::chunk_index(R, r, qw, sh),
+                                b = plan::chunk_index(R, s, kw, sh);
                   // chunk_index names the chunk shard() cut.
                   ASSERT_EQ(qc.begin, plan::chunk(N, R, a).begin);
                   ASSERT_EQ(kc.begin, plan::chunk(N, R, b).begin);
@@ -257,6 +263,73 @@ TEST(Ring, GpuPairsCoverTheMaskOnce) {
               ASSERT_EQ(seen[static_cast<size_t>(i * N + j)], !causal || j <= i ? 1 : 0)
                   << "query " << i << ", key " << j;
         }
+}
+
+// A version as hopper is at d = 256: its forward takes head dims its backward does not
+// (cuda::Version::backward_check). No kernel is launched: the picker only asks.
+void no_launch(const cuda::DeviceTensors&) {}
+std::string toy_check(const Problem& p) {
+  return p.shape.d % 64 == 0 ? "" : "toy takes head dims 64, 128 and 256";
+}
+std::string toy_backward_check(const Problem& p) {
+  return p.shape.d <= 128
+             ? ""
+             : fmt::format("toy's backward takes head dims 64 and 128 (got {})", p.shape.d);
+}
+
+// The ring's block picker (run/ring_blocks.h: block_refusal) on the pairs of chunks the GPU side
+// launches (schedule.h), for seeded random R, N, masks and head dims: the forward takes every
+// block its check takes; the backward is refused where backward_check refuses, with the reason
+// the runner gives (cuda::backward_refusal) for the first such block, and check's own reason
+// comes first where both refuse.
+TEST(Ring, BlockPickerAsksTheBackwardCheck) {
+  cuda::Version toy{};
+  toy.check = toy_check;
+  toy.backward_check = toy_backward_check;
+  toy.forward = toy.backward = no_launch;
+  Rng rng(20240607, 9);
+  const int64_t dims[] = {64, 96, 128, 256};
+  int refused = 0;
+  for (int trial = 0; trial < 32; ++trial) {
+    const int R = 1 + static_cast<int>(rng.below(8));
+    const int64_t N = 2 * R + rng.below(600);
+    const bool causal = rng.below(2) == 1;
+    const int64_t d = dims[rng.below(4)];
+    SCOPED_TRACE(::testing::Message()
+                 << "R " << R << " N " << N << " causal " << causal << " d " << d);
+    std::vector<Problem> blocks;
+    for (int64_t a = 0; a < 2 * R; ++a)
+      for (int64_t b = 0; b < 2 * R; ++b) {
+        const plan::PairKind kind = plan::pair_kind(a, b, causal);
+        if (kind == plan::PairKind::skipped) continue;
+        blocks.push_back(testing::make_problem(1, 2, plan::chunk(N, R, a).size(),
+                                               plan::chunk(N, R, b).size(), d,
+                                               kind == plan::PairKind::diagonal, DType::bf16));
+      }
+    ASSERT_FALSE(blocks.empty());
+    const Problem& first = blocks.front();
+    const auto refusal = [&](const std::string& why) {
+      return fmt::format("refuses the {} x {} {} block: {}", first.shape.Nq, first.shape.Nk,
+                         first.causal ? "causal" : "full", why);
+    };
+    const std::string fwd = block_refusal(toy, true, blocks);
+    const std::string bwd = block_refusal(toy, false, blocks);
+    if (d == 96) {
+      EXPECT_EQ(fwd, refusal(toy_check(first)));
+      EXPECT_EQ(bwd, refusal(toy_check(first)));
+    } else if (d == 256) {
+      ++refused;
+      EXPECT_EQ(fwd, "");
+      ASSERT_FALSE(cuda::backward_refusal(toy, first).empty());
+      EXPECT_EQ(bwd, refusal(cuda::backward_refusal(toy, first)));
+      EXPECT_NE(bwd.find("toy's backward takes head dims 64 and 128 (got 256)"), std::string::npos)
+          << bwd;
+    } else {
+      EXPECT_EQ(fwd, "");
+      EXPECT_EQ(bwd, "");
+    }
+  }
+  EXPECT_GT(refused, 0);  // the draw reached the case the picker must refuse
 }
 
 TEST(Ring, RanksOnTheCommandLine) {

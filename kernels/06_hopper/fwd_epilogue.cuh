@@ -2,13 +2,13 @@
 //
 // With the bulk store (the rung), the warpgroup writes its O rows, packed to 16 bits, into its
 // rows of the shared O tile (at d = 256 its rows of the Q buffer, which its last S has read, or
-// its two 64 x 64 slots block by block: the traits' kOStage, fwd_params.h), in the same 128-byte swizzle the copy engine expects; after a proxy
-// fence and a barrier of the warpgroup, one thread stores the 64 x D rows with D / 64 bulk tensor
-// copies, which clip the rows past Nq, and goes on without waiting: the copy runs while the next
-// tile's products do, and is waited for (for its reads of shared memory) only before the
-// warpgroup writes its O rows again. Without it, every thread stores its pairs of O straight
-// from registers (4-byte stores, a row test on each). LSE goes from registers to global memory
-// either way: one float per row.
+// its two 64 x 64 slots block by block: the traits' kOStage, fwd_params.h), in the same 128-byte
+// swizzle the copy engine expects; after a proxy fence and a barrier of the warpgroup, one thread
+// stores the 64 x D rows with D / 64 bulk tensor copies, which clip the rows past Nq, and goes on
+// without waiting: the copy runs while the next tile's products do, and is waited for (for its
+// reads of shared memory) only before the warpgroup writes its O rows again. Without it, every
+// thread stores its pairs of O straight from registers (4-byte stores, a row test on each). LSE
+// goes from registers to global memory either way: one float per row.
 #pragma once
 
 #include <cmath>

@@ -65,7 +65,8 @@ struct Version {
   // Optional: a problem that `check` takes but the backward cannot (its forward takes more head
   // dims than its backward), in one sentence saying what the backward takes; empty when it can.
   // Such a problem runs the forward alone (cuda::run, the runner, bench), and the report says
-  // why the backward did not run. Null: the backward takes whatever `check` takes.
+  // why the backward did not run; a ring does not take this backward for such blocks
+  // (run/ring_blocks.h). Null: the backward takes whatever `check` takes.
   std::string (*backward_check)(const Problem&) = nullptr;
   // Optional: empty when the version can run on a GPU of this compute capability, otherwise one
   // sentence saying why not ("needs ..."). The build's own targets are checked before this (a
@@ -127,7 +128,8 @@ struct RingOutcome {
 // What a ring declares beyond a plain version.
 struct RingCuda {
   // The versions whose kernels a rank may run on a pair of chunks, best first: the harness takes
-  // the first that this GPU runs and whose check takes every pair of the problem.
+  // the first that this GPU runs and whose check takes every pair of the problem (a backward's
+  // backward_check too).
   std::span<const char* const> forward_blocks, backward_blocks;
   // The problems of the pairs of chunks a run of p over `ranks` ranks gives its block kernels.
   std::vector<Problem> (*block_problems)(const Problem& p, int ranks) = nullptr;

@@ -153,6 +153,8 @@ struct Sizes {
   size_t workspace;        // bytes
   bool fwd, bwd;           // which passes the version runs
   bool needs_o_lse_input;  // backward-only: O and LSE come from the caller
+  // backward_refusal(v, p), asked once here: why the backward does not run, or empty.
+  std::string bwd_refused;
 };
 
 Sizes sizes_of(const Version& v, const Problem& p, const LaunchOptions& launch) {
@@ -163,7 +165,8 @@ Sizes sizes_of(const Version& v, const Problem& p, const LaunchOptions& launch) 
   s.workspace = v.workspace_bytes ? v.workspace_bytes(p, launch) : 0;
   s.table = static_cast<size_t>(p.shape.num_pages());
   s.fwd = v.forward != nullptr;
-  s.bwd = v.backward != nullptr && backward_refusal(v, p).empty();
+  s.bwd_refused = backward_refusal(v, p);
+  s.bwd = v.backward != nullptr && s.bwd_refused.empty();
   s.needs_o_lse_input = s.bwd && !s.fwd;
   return s;
 }
@@ -193,7 +196,8 @@ __global__ void fill_normal_words(uint16_t* dst, size_t n, uint64_t key, bool bf
     const float u1 = (static_cast<float>(h >> 40) + 0.5f) * (1.0f / 16777216.0f);  // (0, 1)
     const float u2 = static_cast<float>((h >> 16) & 0xffffff) * (1.0f / 16777216.0f);
     const float z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    dst[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(z)) : __half_as_ushort(__float2half_rn(z));
+    dst[i] =
+        bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(z)) : __half_as_ushort(__float2half_rn(z));
   }
 }
 
@@ -346,6 +350,7 @@ RunResult run_impl(const Version& v, const Problem& p, const Inputs* in, uint64_
   }
   res.workspace_bytes = static_cast<int64_t>(s.workspace);
   res.peak_device_bytes = allocated;
+  res.backward_refused = s.bwd_refused;
 
   if (in) {
     upload_words(p.dtype, in->Q, s.q, Q, "Q");

@@ -53,6 +53,9 @@ struct RunResult {
   struct PerOutput {
     int O = 0, LSE = 0, dQ = 0, dK = 0, dV = 0;
   } differing_runs;
+  // A version whose backward does not take the problem its forward takes: why (backward_refusal,
+  // core/device_api.h); its forward ran alone. Empty otherwise.
+  std::string backward_refused;
   PassCounters fwd_counters, bwd_counters;  // filled when RunOptions::counters is set
   // A ring (Version::ring): the kernels its ranks ran on their blocks ("hopper, hopper-
   // deterministic"), and the timed runs' compute and transfer times per rank and step.
@@ -69,8 +72,8 @@ int64_t required_device_bytes(const Version& v, const Problem& p, const LaunchOp
 
 // Runs `v` on the device. For a backward-only version, `fwd_in` supplies O and LSE (from the
 // tiled forward of the same backend). A ring runs over opt.launch.ranks GPUs, its block kernels
-// picked from the registry unless opt.launch names them (run/ring_blocks.h). Throws std::runtime_error with a clear message on any CUDA
-// error or when the problem does not fit.
+// picked from the registry unless opt.launch names them (run/ring_blocks.h). Throws
+// std::runtime_error with a clear message on any CUDA error or when the problem does not fit.
 RunResult run(const Version& v, const Problem& p, const Inputs& in, const Forward* fwd_in,
               const RunOptions& opt);
 

@@ -122,22 +122,23 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
       return std::vector<json>{v->id,    pass,      to_string(p.dtype), p.shape.d,
                                p.causal, p.shape.B, p.shape.H,          p.shape.Nq};
     };
+    // A pass that was not timed is a row that says why: no times, its verdict, the reason.
+    const auto skipped = [&](const char* pass, const std::string& why) {
+      auto row = base(pass);
+      for (int k = 0; k < 4; ++k) row.push_back(nullptr);
+      row.push_back(ok);
+      row.push_back("skipped: " + why);
+      t.rows.push_back(row);
+    };
     if (gpu) {
       const int64_t need = cuda::required_device_bytes(*v->cuda, p, launch_options(rc));
       const int64_t free = cuda::device_info().free_bytes;
       if (need > free) {  // a point that cannot run is a row that says so
-        for (const char* pass : {"fwd", "bwd"}) {
-          if ((pass[0] == 'f' && (!v->cuda->forward || !b.time_fwd)) ||
-              (pass[0] == 'b' && (!v->cuda->backward || !b.time_bwd)))
-            continue;
-          auto row = base(pass);
-          for (int k = 0; k < 4; ++k) row.push_back(nullptr);
-          row.push_back(ok);
-          row.push_back(fmt::format("skipped: needs {} of device memory, {} free",
-                                    format_bytes(static_cast<double>(need)),
-                                    format_bytes(static_cast<double>(free))));
-          t.rows.push_back(row);
-        }
+        const std::string why = fmt::format("needs {} of device memory, {} free",
+                                            format_bytes(static_cast<double>(need)),
+                                            format_bytes(static_cast<double>(free)));
+        if (v->cuda->forward && b.time_fwd) skipped("fwd", why);
+        if (v->cuda->backward && b.time_bwd) skipped("bwd", why);
         continue;
       }
     }
@@ -172,13 +173,8 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
     };
     if (o.has_fwd && b.time_fwd) add("fwd", o.fwd_time, fwd_flops(p));
     if (o.has_bwd && b.time_bwd) add("bwd", o.bwd_time, bwd_flops(p));
-    if (!o.backward_refused.empty() && b.time_bwd) {  // its forward takes the shape, not its backward
-      auto row = base("bwd");
-      for (int k = 0; k < 4; ++k) row.push_back(nullptr);
-      row.push_back(ok);
-      row.push_back("skipped: " + o.backward_refused);
-      t.rows.push_back(row);
-    }
+    // Its forward takes the shape, not its backward.
+    if (!o.backward_refused.empty() && b.time_bwd) skipped("bwd", o.backward_refused);
   }
 }
 

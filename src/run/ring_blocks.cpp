@@ -9,8 +9,8 @@ namespace flashlab {
 
 namespace {
 
-// The first of `ids` that has the pass, runs here and takes every problem (its axes and check);
-// else null, with the reasons of each in `why`.
+// The first of `ids` that has the pass, runs here and takes every problem (block_refusal); else
+// null, with the reasons of each in `why`.
 const VersionInfo* first_taking(std::span<const char* const> ids, bool forward,
                                 const std::vector<Problem>& problems, std::string& why) {
   std::string reasons;
@@ -24,18 +24,7 @@ const VersionInfo* first_taking(std::span<const char* const> ids, bool forward,
     else if (const std::string u = cuda_unavailable(*v); !u.empty())
       no = u;
     else
-      for (const Problem& b : problems) {
-        if (const unsigned missing = b.axes() & ~v->cuda->axes) {
-          no = fmt::format("does not take {}", axis_name(missing));
-          break;
-        }
-        if (v->cuda->check)
-          if (const std::string c = v->cuda->check(b); !c.empty()) {
-            no = fmt::format("refuses the {} x {} {} block: {}", b.shape.Nq, b.shape.Nk,
-                             b.causal ? "causal" : "full", c);
-            break;
-          }
-      }
+      no = block_refusal(*v->cuda, forward, problems);
     if (no.empty()) return v;
     reasons += fmt::format("{}{}: {}", reasons.empty() ? "" : "; ", id, no);
   }
@@ -44,6 +33,22 @@ const VersionInfo* first_taking(std::span<const char* const> ids, bool forward,
 }
 
 }  // namespace
+
+std::string block_refusal(const cuda::Version& v, bool forward,
+                          const std::vector<Problem>& problems) {
+  for (const Problem& b : problems) {
+    if (const unsigned missing = b.axes() & ~v.axes)
+      return fmt::format("does not take {}", axis_name(missing));
+    std::string c = v.check ? v.check(b) : std::string();
+    // A version whose backward takes fewer problems than its forward: the reason the runner gives
+    // when it runs such a forward alone.
+    if (c.empty() && !forward) c = cuda::backward_refusal(v, b);
+    if (!c.empty())
+      return fmt::format("refuses the {} x {} {} block: {}", b.shape.Nq, b.shape.Nk,
+                         b.causal ? "causal" : "full", c);
+  }
+  return {};
+}
 
 RingBlocks ring_blocks(const cuda::Version& ring, const Problem& p, int ranks) {
   RingBlocks b;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/device_api.h"
 #include "core/problem.h"
@@ -17,6 +18,13 @@ struct RingBlocks {
   const VersionInfo* backward = nullptr;
   std::string why;  // set when a pass has no kernel: one sentence
 };
+
+// Why v's kernels of one pass (the forward, else the backward; v has it) do not take every block
+// of `problems`, or empty: an axis it lacks, its check, and for the backward the check of a
+// backward that takes fewer problems than its forward (cuda::backward_refusal), in the runner's
+// words. Whether the version runs on this GPU is not asked here.
+std::string block_refusal(const cuda::Version& v, bool forward,
+                          const std::vector<Problem>& problems);
 
 // For the ring `ring` running p over `ranks` ranks on the GPU in front of us.
 RingBlocks ring_blocks(const cuda::Version& ring, const Problem& p, int ranks);

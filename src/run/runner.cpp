@@ -102,8 +102,6 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   out.version = &v;
   out.has_fwd = v.cuda->forward != nullptr || v.cuda->ring != nullptr;  // a ring runs both
   out.has_bwd = v.cuda->backward != nullptr || v.cuda->ring != nullptr;
-  out.backward_refused = cuda::backward_refusal(*v.cuda, c.problem);  // its forward runs alone
-  if (!out.backward_refused.empty()) out.has_bwd = false;
   cuda::RunOptions opt;
   opt.warmup = c.warmup;
   opt.repeats = c.repeats;
@@ -115,6 +113,9 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   out.grads = std::move(r.grads);
   out.fwd_time = summarize(r.fwd_time.ms);
   out.bwd_time = summarize(r.bwd_time.ms);
+  // A backward that does not take the problem (asked once, by cuda::run): its forward ran alone.
+  out.backward_refused = std::move(r.backward_refused);
+  if (!out.backward_refused.empty()) out.has_bwd = false;
   out.bitwise_repeat = r.bitwise_repeatable;
   out.workspace_bytes = r.workspace_bytes;
   out.peak_device_bytes = r.peak_device_bytes;
@@ -527,8 +528,9 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
           v.version->id));
   for (const VersionOutcome& v : r.versions)
     if (!v.backward_refused.empty())
-      rep.observations.push_back(fmt::format("{}'s backward did not run: {}. Its forward ran alone.",
-                                             v.version->id, v.backward_refused));
+      rep.observations.push_back(
+          fmt::format("{}'s backward did not run: {}. Its forward ran alone.", v.version->id,
+                      v.backward_refused));
   for (const VersionOutcome& v : r.versions)
     if (v.version->kv_splits && v.not_implemented.empty())
       rep.observations.push_back(kv_splits_note(*v.version, c));
