@@ -177,7 +177,9 @@ def hopper_bwd_goals(rows, n_min=1024, n_max=16384):
 
 def d256_goals(rows, n_min=1024, n_max=16384):
     """Head dim 256: hopper's forward against cuDNN's (goal: 1.0x or more at every N >= 4096, and
-    760 TFLOP/s or more at bf16 non-causal N = 16384), and each backward against cuDNN's."""
+    760 TFLOP/s or more at bf16 non-causal N = 16384), hopper's backward against cuDNN's (1.0x in
+    geometric mean), hopper-deterministic's time over hopper's (1.15x or less), and each backward
+    against PyTorch's FA2 and cuDNN."""
     rows = [r for r in rows if n_min <= r["N"] <= n_max and r["d"] == 256]
     out = [f"Head dim 256 over N = {n_min} … {n_max} "
            f"({len({(r['dtype'], r['causal'], r['N']) for r in rows})} shapes):"]
@@ -195,6 +197,23 @@ def d256_goals(rows, n_min=1024, n_max=16384):
     if top:
         out.append(f"- hopper fwd, bf16 non-causal N = 16384: {top[0]['flashlab_tflops']:.1f} TFLOP/s "
                    "(goal 760)")
+    # The Hopper backward against cuDNN's (goal: 1.0x or more in geometric mean), and its
+    # deterministic twin's time over it (goal: 1.15x or less at every shape).
+    line = cudnn_line([r for r in rows if r["pass"] == "bwd"], "hopper", "bwd", 1.0)
+    if line:
+        out.append(line)
+    by = {(r["version"], r["pass"], r["dtype"], r["causal"], r["N"]): r for r in rows}
+    slow = []
+    for r in rows:
+        h = by.get(("hopper", "bwd", r["dtype"], r["causal"], r["N"]))
+        if r["version"] == "hopper-deterministic" and r["pass"] == "bwd" and h \
+                and r.get("flashlab_ms") and h.get("flashlab_ms"):
+            slow.append((r["flashlab_ms"] / h["flashlab_ms"], shape_name(r)))
+    if slow:
+        worst = max(slow)
+        out.append(f"- hopper-deterministic bwd time / hopper bwd time: {min(slow)[0]:.2f}–"
+                   f"{worst[0]:.2f}× ({worst[1]} highest; goal 1.15× or less), "
+                   f"{sum(x > 1.15 for x, _ in slow)} of {len(slow)} shapes above 1.15×")
     # The FA2 chapter's backward rungs beside PyTorch's FA2 backward (the rung they follow).
     for ver in sorted({r["version"] for r in rows if r["pass"] == "bwd"}):
         sel = [r for r in rows if r["version"] == ver and r["pass"] == "bwd" and r.get("vs_flash")]

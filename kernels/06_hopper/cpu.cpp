@@ -235,9 +235,10 @@ FLASHLAB_VARIANT(deterministic,
                              "pass sums the two splits in order (bitwise reproducible)",
                      .deterministic = true,
                      .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + 2*B*H*Nq*d*4 (two fp32 dQ "
-                                  "splits) + 2*B*H*ceil(Nq/Br)*4 (turn counters; Br = 64 at "
-                                  "d = 128, 128 at d = 64), and 776*B more for a packed batch "
-                                  "(six tensor maps and the order per sequence)",
+                                  "splits) + 2*c*B*H*ceil(Nq/Br)*4 (turn counters; Br = 64 at "
+                                  "d = 128 and 256, 128 at d = 64; c = 2 chains at d = 256, 1 "
+                                  "else), and 776*B more for a packed batch (six tensor maps and "
+                                  "the order per sequence)",
                      .workspace_bytes = cpu::deterministic_workspace,
                      .cpu_forward = nullptr,
                      .cpu_backward = cpu::hopper_backward<true>,
