@@ -346,12 +346,27 @@ function(flashlab_add_version_folders library)
   string(REPLACE ";" "\n" body "${records}")
   file(CONFIGURE OUTPUT ${spec} CONTENT "shared|${shared_list}\nharness|${harness_list}\n${body}\n"
        @ONLY)
+  # The commit the list names changes without any source changing (a commit, a checkout): the git
+  # directory's log of HEAD and its index change with those, so the list is made again and a
+  # binary built after a commit names that commit, not the one before it with "-dirty".
+  set(git_state)
+  execute_process(COMMAND git rev-parse --absolute-git-dir WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+                  OUTPUT_VARIABLE git_dir OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
+                  RESULT_VARIABLE git_rc)
+  if(git_rc EQUAL 0)
+    foreach(f logs/HEAD index)
+      if(EXISTS ${git_dir}/${f})
+        list(APPEND git_state ${git_dir}/${f})
+      endif()
+    endforeach()
+  endif()
   set(out ${CMAKE_BINARY_DIR}/generated/version_list.cpp)
   add_custom_command(
     OUTPUT ${out}
     COMMAND ${CMAKE_COMMAND} -DSPEC=${spec} -DOUT=${out} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
             -P ${CMAKE_SOURCE_DIR}/kernels/gen_version_list.cmake
-    DEPENDS ${spec} ${hashed} ${shared} ${harness} ${CMAKE_SOURCE_DIR}/kernels/gen_version_list.cmake
+    DEPENDS ${spec} ${hashed} ${shared} ${harness} ${git_state}
+            ${CMAKE_SOURCE_DIR}/kernels/gen_version_list.cmake
     COMMENT "flashlab: version list and source hashes"
     VERBATIM)
   target_sources(${library} PRIVATE ${out})
