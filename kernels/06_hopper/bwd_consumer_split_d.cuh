@@ -259,6 +259,9 @@ struct ConsumerSplitD {
         }
       }
       sm90::named_sync(kTurn + w, 128);
+      // The earlier blocks' additions, seen by this block's copies (the async proxy) after the
+      // acquire that saw them done.
+      sm90::fence_proxy_async_global();
     }
     return d;
   }
@@ -313,7 +316,10 @@ struct ConsumerSplitD {
     }
     sm90::named_sync(kStageFree, 256);
     if constexpr (kDeterministic) {
-      if (t == 0) sm90::store_release(d.turn, j + 1);
+      if (t == 0) {
+        __threadfence();
+        sm90::store_release(d.turn, j + 1);
+      }
     }
   }
 

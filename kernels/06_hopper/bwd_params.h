@@ -12,9 +12,10 @@
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
 // One backward. The tensor maps describe Q, dO (boxes of Br rows), K, V (Bc rows) for the loads
-// and dK, dV (64 rows: one consumer warpgroup's keys) for the stores; `b` is what every backward
-// of the ladder is told (common/fa2_bwd/params.h): the workspace with LSE2, D and the fp32 dQ
-// accumulator, the sizes, the causal offset and the scales.
+// and dK, dV (64 rows: one consumer warpgroup's keys, the whole block's at d = 256) for the
+// stores; `b` is what every backward of the ladder is told (common/fa2_bwd/params.h): the
+// workspace with LSE2, D and the fp32 dQ accumulator, the sizes, the causal offset and the
+// scales.
 struct BwdParams {
   CUtensorMap q_map, do_map, k_map, v_map, dk_map, dv_map;
   ::flashlab::cuda::BwdParams b;
@@ -67,8 +68,9 @@ inline int64_t packed_turn_blocks(int64_t total_q, int64_t B, int Br) {
 // d = 256 (kSplitD): 64 keys of dK_j and dV_j over the whole head dim would be 256 registers a
 // thread in one warpgroup; Bc = Br = 64 and the two consumer warpgroups split the head dim
 // instead, warpgroup w holding columns 128w .. 128w + 127 of dK_j, dV_j and dQ_i
-// (bwd_consumer_split_d.cuh). There is no room for dQ's fp32 staging: dQ leaves from registers,
-// and hopper-deterministic's turns run one chain per warpgroup's columns (kTurnChains).
+// (bwd_consumer_split_d.cuh). There is no room for a dQ staging buffer of its own: dQ leaves
+// through the score tiles' shared memory once a step's products are done, and
+// hopper-deterministic's turns run one chain per warpgroup's columns (kTurnChains).
 template <int D>
 struct BwdTraits {
   static_assert(D == 64 || D == 128 || D == 256, "head dims 64, 128 and 256");

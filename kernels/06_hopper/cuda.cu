@@ -40,8 +40,8 @@
 // second one adds the dQ partials into the fp32 accumulator by bulk reduce-adds (in a fixed order
 // for hopper-deterministic), two consumer warpgroups at 240 registers compute (bwd_kernel.cuh
 // draws the roles, README.md the pipeline); at d = 256 the consumer warpgroups split the head dim
-// and add dQ from their registers. The preprocess (D, LSE2) and the convert pass are the
-// FA2 backward's (common/fa2_bwd).
+// and send dQ themselves, through the score tiles' shared memory. The preprocess (D, LSE2) and
+// the convert pass are the FA2 backward's (common/fa2_bwd).
 //
 // Packed batches (common/packed.h): the copies of the forward and of the backward are clipped at
 // each sequence's end by tensor maps per sequence, made on the device from host-encoded templates
@@ -158,7 +158,7 @@ size_t hopper_workspace(const Problem& p, const LaunchOptions&) {
 }
 
 // hopper-deterministic: S fp32 dQ splits instead of one accumulator (schedule.h), and one turn
-// counter per (head, Q block, split) after them. K block j adds into split j mod S, so a chain of
+// counter per (head, Q block, split) after them (two at d = 256: one per consumer warpgroup). K block j adds into split j mod S, so a chain of
 // turns is ceil(Tc / S) K blocks long instead of Tc; the convert pass sums the splits in order.
 static_assert(hopper_bwd::BwdTraits<256>::kTurnChains == plan::deterministic_turn_chains(256) &&
               hopper_bwd::BwdTraits<128>::kTurnChains == plan::deterministic_turn_chains(128));
@@ -322,7 +322,8 @@ int packed_backward_maps(const DeviceTensors& t, size_t maps_at, hopper_bwd::Bwd
   const int64_t rows_q = std::max<int64_t>(1, s.Nq), rows_k = std::max<int64_t>(1, s.Nk);
   SeqMapsParams mp{};
   const void* bases[hopper_bwd::kSeqMaps] = {t.Q, t.dO, t.K, t.V, t.dK, t.dV};
-  // Boxes: Br query rows (Q, dO), Bc keys (K, V), one consumer warpgroup's 64 keys (dK, dV).
+  // Boxes: Br query rows (Q, dO), Bc keys (K, V), 64 keys (dK, dV: a consumer warpgroup's keys,
+  // or at d = 256 the whole block's, in column blocks).
   const int box[hopper_bwd::kSeqMaps] = {Tr::Br, Tr::Br, Tr::Bc, Tr::Bc, 64, 64};
   for (int m = 0; m < hopper_bwd::kSeqMaps; ++m) {
     mp.of_keys[m] = m >= hopper_bwd::kMapK;
@@ -377,7 +378,7 @@ void backward_for(const DeviceTensors& t) {
     bp.do_map = sm90::tensor_map_3d(t.dO, e, D, Nq, heads, Tr::Br);
     bp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, kv_heads, Tr::Bc);
     bp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, kv_heads, Tr::Bc);
-    bp.dk_map = sm90::tensor_map_3d(t.dK, e, D, Nk, kv_heads, 64);  // a consumer warpgroup's keys
+    bp.dk_map = sm90::tensor_map_3d(t.dK, e, D, Nk, kv_heads, 64);  // 64 keys (as above)
     bp.dv_map = sm90::tensor_map_3d(t.dV, e, D, Nk, kv_heads, 64);
     const int64_t k_blocks = (Nk + Tr::Bc - 1) / Tr::Bc;
     bp.kv_chunk = static_cast<int>(std::max<int64_t>(1, bp.sms / k_blocks));
