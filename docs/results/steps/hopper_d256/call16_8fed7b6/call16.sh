@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Not run yet: written with 8fed7b6 when no GPU time was left; the next GPU run starts with it.
+# call 16 (binary 8fed7b6): hopper's d = 256 backward with the deterministic turn's fences: the
+# backward kernels' d = 256 matrix, 50 bitwise runs, and the four bf16 points of call 15.
+set -uo pipefail
+mkdir -p build/device-bin "$OUT/logs"
+tar xzf build/carry/bin.tgz -C build/device-bin
+B=build/device-bin
+L="$OUT/logs"
+t0=$SECONDS
+$B/flashlab --version | head -1
+timeout 80 $B/flashlab_gpu_tests --gtest_filter='HeadDim256/BwdKernelsD256.*:Shapes/BwdDeterminism.*' > "$L/gpu_tests.log" 2>&1
+echo "gpu tests rc=$? $((SECONDS-t0))s"; grep -E "^\[  (PASSED|FAILED)  \]|tests ran|^\[  FAILED" "$L/gpu_tests.log" | head -n 10
+timeout 30 $B/flashlab bench --backend cuda --versions hopper,hopper-deterministic --passes bwd -N 4096,16384 -d 256 --dtype bf16 --causal no,yes --json "$OUT/bench_d256.json" > "$L/bench.log" 2>&1
+echo "bench rc=$? $((SECONDS-t0))s"; grep -E "^hopper" "$L/bench.log"
