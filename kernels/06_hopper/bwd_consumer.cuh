@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "bwd_schedule.cuh"
+#include "bwd_scores.cuh"
 #include "common/sm80/mma.cuh"
 #include "common/sm80/tiles.cuh"
 #include "common/sm90/bulk.cuh"
@@ -52,8 +53,8 @@ struct Consumer {
 
   // Accumulator element e of this thread (sm90/wgmma.cuh): row 16 (t/32) + g + 8 ((e>>1)&1),
   // column 8 (e>>2) + 2 q + (e&1), where lane = 4 g + q.
-  __device__ int row_of(int e) const { return 16 * (t / 32) + (t % 32) / 4 + 8 * ((e >> 1) & 1); }
-  __device__ int col_of(int e) const { return 8 * (e >> 2) + 2 * (t % 4) + (e & 1); }
+  __device__ int row_of(int e) const { return frag_row(t, e); }
+  __device__ int col_of(int e) const { return frag_col(t, e); }
 
   // The block's band and rows: the problem's, or its sequence's (bwd_schedule.cuh).
   __device__ Where<kPacked> at() const { return {p, sm.place}; }
@@ -107,39 +108,6 @@ struct Consumer {
                                sm90::smem_desc(b0 + kk * 16 * 128, Bc * 128), kk > 0);
   }
 
-  // P^T = exp2(S^T scale log2e - LSE2) in place, 0 where a key is masked; the masked copy runs
-  // only on tiles that a band crosses (the diagonal, a window's sides) or the end of the keys.
-  // Padding queries (past Nq) have LSE2 = +inf and give 0 without a test, as do rows that see no
-  // key.
-  template <bool kMasked>
-  __device__ void probabilities(float (&s)[NS], const float* lse2, int i) const {
-    // Key k (a row here) is seen by the queries k - offset - right <= q <= k - offset + left
-    // (common/band.h), i.e. by the tile's columns first_col <= c <= last_col; a key past Nk by
-    // none. Per row of the thread: the first and the last column.
-    int first_col[2], last_col[2];
-    const Band& band = at().band();
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = j * Bc + 64 * w + row_of(2 * r);
-      const int c = key - band.offset - i * Br;
-      first_col[r] = key >= band.Nk ? Br : c - band.right;
-      last_col[r] = c + band.left;
-    }
-#pragma unroll
-    for (int e = 0; e < NS; e += 2) {
-      const float2 l2 = *reinterpret_cast<const float2*>(lse2 + col_of(e));
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float& x = s[e + h];
-        x = fast_exp2(fmaf(x, p.b.scale_log2, -(h ? l2.y : l2.x)));
-        if constexpr (kMasked) {
-          const int c = col_of(e + h);
-          if (c < first_col[(e >> 1) & 1] || c > last_col[(e >> 1) & 1]) x = 0.f;
-        }
-      }
-    }
-  }
-
   __device__ void step(int i, int n) {
     const int s = n % S;
     sm90::mbar_wait(sm.q_full + s, (n / S) & 1);
@@ -156,9 +124,9 @@ struct Consumer {
     sm90::wgmma_wait<1>();  // S^T is done; dP^T may still run
     sm90::pin(st);
     if (at().band().cuts(i * Br, Br, j * Bc, Bc))
-      probabilities<true>(st, sm.lse2(s), i);
+      probabilities<true, Br>(st, sm.lse2(s), at().band(), p.b.scale_log2, j * Bc + 64 * w, i, t);
     else
-      probabilities<false>(st, sm.lse2(s), i);
+      probabilities<false, Br>(st, sm.lse2(s), at().band(), p.b.scale_log2, j * Bc + 64 * w, i, t);
 
     sm90::wgmma_wait<0>();
     sm90::pin(dp);

@@ -34,6 +34,7 @@
 #include <cstdint>
 
 #include "bwd_schedule.cuh"
+#include "bwd_scores.cuh"
 #include "common/sm80/mma.cuh"
 #include "common/sm80/tiles.cuh"
 #include "common/sm90/bulk.cuh"
@@ -64,8 +65,8 @@ struct ConsumerSplitD {
   // column 8 (e>>2) + 2 q + (e&1), where lane = 4 g + q. Both warpgroups' score tiles have this
   // layout, so thread t of warpgroup 0 finds its elements of dP^T where thread t of warpgroup 1
   // left them.
-  __device__ int row_of(int e) const { return 16 * (t / 32) + (t % 32) / 4 + 8 * ((e >> 1) & 1); }
-  __device__ int col_of(int e) const { return 8 * (e >> 2) + 2 * (t % 4) + (e & 1); }
+  __device__ int row_of(int e) const { return frag_row(t, e); }
+  __device__ int col_of(int e) const { return frag_col(t, e); }
 
   __device__ Where<kPacked> at() const { return {p, sm.place}; }
 
@@ -117,34 +118,6 @@ struct ConsumerSplitD {
     for (int kk = 0; kk < Bc / 16; ++kk)
       sm90::wgmma_ss_tt<T, DW>(acc, sm90::smem_desc(a0 + kk * 16 * 128, Bc * 128),
                                sm90::smem_desc(b0 + kk * 16 * 128, Bc * 128), kk > 0);
-  }
-
-  // P^T = exp2(S^T scale log2e - LSE2) in place, 0 where a key is masked (bwd_consumer.cuh says
-  // how the band gives each row's first and last column).
-  template <bool kMasked>
-  __device__ void probabilities(float (&s)[NS], const float* lse2, int i) const {
-    int first_col[2], last_col[2];
-    const Band& band = at().band();
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = j * Bc + row_of(2 * r);
-      const int c = key - band.offset - i * Br;
-      first_col[r] = key >= band.Nk ? Br : c - band.right;
-      last_col[r] = c + band.left;
-    }
-#pragma unroll
-    for (int e = 0; e < NS; e += 2) {
-      const float2 l2 = *reinterpret_cast<const float2*>(lse2 + col_of(e));
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float& x = s[e + h];
-        x = fast_exp2(fmaf(x, p.b.scale_log2, -(h ? l2.y : l2.x)));
-        if constexpr (kMasked) {
-          const int c = col_of(e + h);
-          if (c < first_col[(e >> 1) & 1] || c > last_col[(e >> 1) & 1]) x = 0.f;
-        }
-      }
-    }
   }
 
   // Warpgroup 1: dP^T - D_i into shared memory, element e of thread t at float4 (e / 4) 128 + t
@@ -217,9 +190,9 @@ struct ConsumerSplitD {
       hand_over_dp(sc, s);
     } else {
       if (at().band().cuts(i * Br, Br, j * Bc, Bc))
-        probabilities<true>(sc, sm.lse2(s), i);
+        probabilities<true, Br>(sc, sm.lse2(s), at().band(), p.b.scale_log2, j * Bc, i, t);
       else
-        probabilities<false>(sc, sm.lse2(s), i);
+        probabilities<false, Br>(sc, sm.lse2(s), at().band(), p.b.scale_log2, j * Bc, i, t);
       write_p_ds(sc);
     }
     sm90::named_sync(kDsReady, 256);  // P^T and dS^T are whole in shared memory

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common/fa2_bwd/params.h"
+#include "schedule.h"  // deterministic_turn_chains
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
@@ -80,7 +81,8 @@ struct BwdTraits {
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr bool kSplitD = D == 256;
-  static constexpr int kTurnChains = kSplitD ? 2 : 1;
+  static constexpr int kTurnChains =
+      static_cast<int>(::flashlab::FLASHLAB_FOLDER::deterministic_turn_chains(D));
   static_assert(::flashlab::cuda::kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
 };
 

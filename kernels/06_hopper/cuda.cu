@@ -160,8 +160,6 @@ size_t hopper_workspace(const Problem& p, const LaunchOptions&) {
 // hopper-deterministic: S fp32 dQ splits instead of one accumulator (schedule.h), and one turn
 // counter per (head, Q block, split) after them (two at d = 256: one per consumer warpgroup). K block j adds into split j mod S, so a chain of
 // turns is ceil(Tc / S) K blocks long instead of Tc; the convert pass sums the splits in order.
-static_assert(hopper_bwd::BwdTraits<256>::kTurnChains == plan::deterministic_turn_chains(256) &&
-              hopper_bwd::BwdTraits<128>::kTurnChains == plan::deterministic_turn_chains(128));
 int64_t dq_splits(const Problem& p) {
   return plan::deterministic_dq_splits(p.shape.Nk, outer_k_bc(static_cast<int>(p.shape.d)));
 }
