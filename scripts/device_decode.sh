@@ -34,39 +34,33 @@ if has tests; then
 fi
 
 if has sanitize; then
+  # sanitize NAME "TOOLS" RUN-ARGS...: compute-sanitizer with each tool on one split-kv run, a
+  # stage (NAME_TOOL) and a summary line each.
+  sanitize() {
+    local name=$1 tools=$2 tool
+    shift 2
+    for tool in $tools; do
+      run_stage "${name}_$tool" 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
+        "$BIN/flashlab" run --backend cuda --versions split-kv "$@" \
+        --repeats 1 --warmup 0 --bitwise-repeats 0
+      note "${name}_$tool" "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/${name}_$tool.log" | tr '\n' ' ')"
+    done
+  }
   # Small shapes with every axis the kernels take: grouped heads, a paged cache of pages smaller
   # than a tile, Nq > 1 with the causal mask and a window, forced splits merged in place by the
   # last split; then a batch with more workers' rows than the merge's counters (8 x 64 heads,
   # 64 query rows: 2,048), whose splits the combine kernel merges.
-  for tool in memcheck racecheck synccheck; do
-    run_stage "san_$tool" 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
-      "$BIN/flashlab" run --backend cuda --versions split-kv --dtype bf16 -d 128 -B 2 -H 8 \
-      --heads-kv 2 --Nq 4 --Nk 1000 --page-size 16 --causal yes --window 300,0 --splits 5 \
-      --repeats 1 --warmup 0 --bitwise-repeats 0
-    note "san_$tool" "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/san_$tool.log" | tr '\n' ' ')"
-  done
-  for tool in memcheck racecheck; do
-    run_stage "san_combine_$tool" 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
-      "$BIN/flashlab" run --backend cuda --versions split-kv --dtype bf16 -d 64 -B 8 -H 64 \
-      --heads-kv 64 --Nq 64 --Nk 300 --causal yes --splits 3 \
-      --repeats 1 --warmup 0 --bitwise-repeats 0
-    note "san_combine_$tool" "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/san_combine_$tool.log" | tr '\n' ' ')"
-  done
+  sanitize san "memcheck racecheck synccheck" --dtype bf16 -d 128 -B 2 -H 8 --heads-kv 2 \
+    --Nq 4 --Nk 1000 --page-size 16 --causal yes --window 300,0 --splits 5
+  sanitize san_combine "memcheck racecheck" --dtype bf16 -d 64 -B 8 -H 64 --heads-kv 64 \
+    --Nq 64 --Nk 300 --causal yes --splits 3
   # d = 256 (its own traits: Q from shared memory, copy passes of 4 rows): pages of 64 (a tile
   # found by one table read) merged in place, then the combine kernel's path (8 x 16 K/V heads,
   # 64 query rows over 4 heads each: 2,048 workers' rows).
-  for tool in memcheck racecheck synccheck; do
-    run_stage "san_d256_$tool" 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
-      "$BIN/flashlab" run --backend cuda --versions split-kv --dtype fp16 -d 256 -B 2 -H 8 \
-      --heads-kv 2 --Nq 4 --Nk 1000 --page-size 64 --causal yes --window 300,0 --splits 5 \
-      --repeats 1 --warmup 0 --bitwise-repeats 0
-    note "san_d256_$tool" "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/san_d256_$tool.log" | tr '\n' ' ')"
-  done
-  run_stage san_d256_combine_memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    "$BIN/flashlab" run --backend cuda --versions split-kv --dtype bf16 -d 256 -B 8 -H 64 \
-    --heads-kv 16 --Nq 64 --Nk 300 --page-size 16 --causal yes --splits 3 \
-    --repeats 1 --warmup 0 --bitwise-repeats 0
-  note san_d256_combine_memcheck "rc=$STAGE_RC $(grep -E 'ERROR SUMMARY|within their error budget' "$LOGS/san_d256_combine_memcheck.log" | tr '\n' ' ')"
+  sanitize san_d256 "memcheck racecheck synccheck" --dtype fp16 -d 256 -B 2 -H 8 --heads-kv 2 \
+    --Nq 4 --Nk 1000 --page-size 64 --causal yes --window 300,0 --splits 5
+  sanitize san_d256_combine memcheck --dtype bf16 -d 256 -B 8 -H 64 --heads-kv 16 --Nq 64 \
+    --Nk 300 --page-size 16 --causal yes --splits 3
 fi
 
 if has lab; then
