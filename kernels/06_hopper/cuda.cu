@@ -52,8 +52,8 @@
 // Limits: sm_90a only (an H100/H200: wgmma and setmaxnreg exist nowhere else; the build needs
 // -gencode=arch=compute_90a,code=sm_90a); fp16 and bf16 storage, fp32 accumulation; head dims
 // 64, 128 and 256, forward and backward; B*H <= 65535; positive scale; Nq, Nk <= 2^30 and
-// Nq*d, Nk*d < 2^31 (kRungLimits below). Within those any Nq, Nk: the copy engine clips tiles at a head's last row, so ragged
-// tails are masked, not assumed away.
+// Nq*d, Nk*d < 2^31 (kRungLimits below). Within those any Nq, Nk: the copy engine clips tiles at
+// a head's last row, so ragged tails are masked, not assumed away.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -158,8 +158,9 @@ size_t hopper_workspace(const Problem& p, const LaunchOptions&) {
 }
 
 // hopper-deterministic: S fp32 dQ splits instead of one accumulator (schedule.h), and one turn
-// counter per (head, Q block, split) after them (two at d = 256: one per consumer warpgroup). K block j adds into split j mod S, so a chain of
-// turns is ceil(Tc / S) K blocks long instead of Tc; the convert pass sums the splits in order.
+// counter per (head, Q block, split) after them (two at d = 256: one per consumer warpgroup). K
+// block j adds into split j mod S, so a chain of turns is ceil(Tc / S) K blocks long instead of
+// Tc; the convert pass sums the splits in order.
 int64_t dq_splits(const Problem& p) {
   return plan::deterministic_dq_splits(p.shape.Nk, outer_k_bc(static_cast<int>(p.shape.d)));
 }

@@ -17,7 +17,6 @@
 #include <iostream>
 #include <iterator>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
