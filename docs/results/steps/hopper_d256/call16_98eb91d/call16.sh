@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Not run yet: written with 8fed7b6 when no GPU time was left; the next GPU run starts with it.
-# call 16 (binary 8fed7b6): hopper's d = 256 backward with the deterministic turn's fences: the
-# backward kernels' d = 256 matrix, 50 bitwise runs, and the four bf16 points of call 15; then the
-# machine code of every kernel of the Hopper rungs: HGMMA, HMMA and local-memory instructions.
+# call 16 (binary 98eb91d, whose kernels are 8fed7b6's): hopper's d = 256 backward with the
+# deterministic turn's fences: the backward kernels' d = 256 matrix, 50 bitwise runs, and the four
+# bf16 points of call 15; then the machine code of every kernel of the Hopper rungs: HGMMA, HMMA
+# and local-memory instructions (the FP8 kernels' products are QGMMA, which this count missed).
 set -uo pipefail
 mkdir -p build/device-bin "$OUT/logs"
 tar xzf build/carry/bin.tgz -C build/device-bin
