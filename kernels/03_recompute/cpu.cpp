@@ -17,54 +17,6 @@ namespace flashlab::cpu {
 
 namespace {
 
-// Pass 2: per Q block read Q_i, dO_i, LSE_i, D_i; per visited K block read K_j, V_j and do 3
-// products (S, dP, dS K_j); write dQ_i once.
-template <class T>
-void outer_q_dq_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
-                     const std::vector<T>& D, const CpuOptions& o, Gradients& g, Counters& cnt) {
-  const Shape& s = p.shape;
-  const int64_t d = s.d;
-  const Blocks qb{s.Nq, o.Br}, kb{s.Nk, o.Bc};
-  const bool dry = o.dry_run;
-  const T scale = static_cast<T>(p.softmax_scale());
-  Counters total;
-
-#pragma omp parallel num_threads(thread_count(o, p)) reduction(+ : total)
-  {
-    const int64_t Br = dry ? 0 : o.Br, Bc = dry ? 0 : o.Bc, dd = dry ? 0 : d;
-    QBlock<T> q(Br, dd);
-    KBlock<T> k(Bc, dd);
-    std::vector<T> P(Br * Bc), dS(Br * Bc), dQ(Br * dd);
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t h = 0; h < s.heads(); ++h)
-      for (int64_t i = 0; i < qb.count(); ++i) {
-        const int64_t r0 = qb.begin(i), rows = qb.size(i);
-        total.elems_read += 2 * rows * d + 2 * rows;  // Q_i, dO_i, LSE_i, D_i
-        if (!dry) {
-          q.load(p, in, LSE, D, h, r0, rows);
-          std::fill(dQ.begin(), dQ.end(), T(0));
-        }
-        for (int64_t j = 0; j < kb.count(); ++j) {
-          const int64_t c0 = kb.begin(j), cols = kb.size(j);
-          const TileMask mask = tile_mask(p, r0, rows, c0, cols);
-          if (!count_tile(total, mask)) continue;
-          total.elems_read += 2 * cols * d;  // K_j, V_j
-          total.matmul_flops += 3 * 2 * rows * cols * d;
-          if (dry) continue;
-          k.load(p, in, s.kv_of(h), c0, cols);
-          recompute_P(P.data(), q, k, rows, cols, p, mask, r0, c0);
-          compute_dS(dS.data(), P.data(), q, k, rows, cols, d);
-          mm_nn(dQ.data(), d, dS.data(), cols, k.K.data(), d, rows, d, cols);
-        }
-        total.elems_written += rows * d;  // dQ_i
-        if (dry) continue;
-        for (int64_t e = 0; e < rows * d; ++e)
-          g.dQ[(h * s.Nq + r0) * d + e] = round_to(p.dtype, static_cast<double>(scale * dQ[e]));
-      }
-  }
-  cnt += total;
-}
-
 template <class T>
 void recompute(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
                Gradients& g, Counters& cnt) {

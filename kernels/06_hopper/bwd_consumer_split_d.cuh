@@ -2,32 +2,26 @@
 // warpgroup owns 64 keys of the block and the whole head dim of their dK, dV (bwd_consumer.cuh);
 // at d = 256 that would be 256 accumulator registers a thread. Here the block owns 64 keys and the
 // two warpgroups split the head dim: warpgroup w holds dK_j[:, 128w ..] and dV_j[:, 128w ..]
-// (64 + 64 registers) and computes dQ_i[:, 128w ..]. The two score tiles are computed once each,
-// one per warpgroup, and meet in shared memory:
+// (64 + 64 registers). The two score tiles are computed once each, one per warpgroup, and meet in
+// shared memory:
 //
 //   warpgroup 0                                   warpgroup 1
 //   S^T  = K_j Q_i^T     (64 x 64, k = 256)       dP^T = V_j dO_i^T   (64 x 64, k = 256)
-//   ───────────── kStageFree: the step before's dQ copies have read shared memory ─────────────
 //   P^T  = exp2(S^T scale log2e - LSE2_i)         dP^T - D_i  ──▶ shared memory (fp32)
 //          fp32, masked on the diagonal     ◀── kDpReady ──┘
 //   dS^T = P^T (dP^T - D_i), from the fp32 P
 //   P^T, dS^T ──▶ shared memory (16-bit)
 //   ─────────────────────────────── kDsReady ───────────────────────────────
 //   both, on their 128 columns of d (every operand from shared memory):
-//     dV_w += P^T dO_i[:, 128w ..]     dK_w += dS^T Q_i[:, 128w ..]     dQ_w = dS K_j[:, 128w ..]
+//     dV_w += P^T dO_i[:, 128w ..]     dK_w += dS^T Q_i[:, 128w ..]
 //     release stage s (q_empty[s])
-//   ─────────────────────────────── kDsFree ────────────────────────────────
-//     dQ_w ──▶ shared memory, over dS^T, P^T and dP^T - D (32 KiB: half of dQ_i at a time), each
-//     warp its 16 rows ──▶ bulk reduce-adds of a row's 64 columns into the fp32 accumulator
-//     (hopper-deterministic: in turns, one chain per warpgroup's columns, the split's first
-//     writer storing)
 //
-// There is no room for a dQ staging buffer of its own (the tiles take 224 KiB), and adding dQ
-// from registers by red.global.add took half the kernel's time (docs/perf.md: reductions of 8
-// bytes against the bulk copies' whole lines). Each warpgroup issues one 64 x 64 x 256 score
-// product and three 64 x 128 x 64 products a step: the same work. After the last Q block, the
-// epilogue: dK_w * scale, dV_w -> shared memory over K_j's and V_j's column blocks 2w, 2w + 1 ->
-// bulk tensor stores.
+// dQ is not computed here: its partials, 64 x 256 fp32 a step added into an accumulator at L2,
+// held this kernel near 300 TFLOP/s (docs/perf.md), and the dQ pass (bwd_dq_pass.cuh) computes
+// dQ with the Q blocks outside instead, at the price of recomputing S and dP. Each warpgroup
+// issues one 64 x 64 x 256 score product and two 64 x 128 x 64 products a step: the same work.
+// After the last Q block, the epilogue: dK_w * scale, dV_w -> shared memory over K_j's and V_j's
+// column blocks 2w, 2w + 1 -> bulk tensor stores.
 #pragma once
 
 #include <cmath>
@@ -77,13 +71,11 @@ struct ConsumerSplitD {
     sm90::mbar_wait(sm.kv_full, 0);
     // The producer's order (QRange::next), worked out from the step.
     const int per_head = qr.end - qr.begin, count = qr.count();
-    DqTurn last{};  // the step before's dQ: its copies, its turn
     for (int n = 0; n < count; ++n) {
       const int i = qr.down ? qr.end - 1 - n / qr.group : qr.begin + n % per_head;
       const int h = qr.down ? n % qr.group : n / per_head;
-      step(i, kv_head * qr.group + h, n, last);
+      step(i, kv_head * qr.group + h, n);
     }
-    if (count > 0) settle<true>(last);  // shared memory must outlive the copies
     epilogue();
   }
 
@@ -108,16 +100,6 @@ struct ConsumerSplitD {
     for (int kk = 0; kk < Br / 16; ++kk)
       sm90::wgmma_ss_nt<T, DW>(acc, sm90::smem_desc(aa + kk * 32),
                                sm90::smem_desc(ya + kk * 16 * 128, Br * 128), 1);
-  }
-
-  // dQ_i[:, DW w ..] = dS K_j[:, DW w ..]: dS^T [Bc][Br] and K_j [Bc][D] both MN-major for this
-  // product, Bc/16 steps of k16.
-  __device__ void issue_dq(float (&acc)[NKV]) const {
-    const uint32_t a0 = smem_addr(sm.dS()), b0 = smem_addr(sm.k()) + 2 * w * Bc * 128;
-#pragma unroll
-    for (int kk = 0; kk < Bc / 16; ++kk)
-      sm90::wgmma_ss_tt<T, DW>(acc, sm90::smem_desc(a0 + kk * 16 * 128, Bc * 128),
-                               sm90::smem_desc(b0 + kk * 16 * 128, Bc * 128), kk > 0);
   }
 
   // Warpgroup 1: dP^T - D_i into shared memory, element e of thread t at float4 (e / 4) 128 + t
@@ -161,20 +143,7 @@ struct ConsumerSplitD {
     sm90::fence_proxy_async();  // ordinary stores, read next by the tensor cores
   }
 
-  // Where this warpgroup's dQ columns of a step go: the fp32 accumulator (row r, column c at
-  // r D + dq_accum_col(r, c), as the convert pass reads it), rows past the Q block's real ones
-  // left out. hopper-deterministic: split j mod S, in turn after the split's K block j - S
-  // (bwd_dq_writer.cuh has the chain), the split's first writer storing instead of adding; the
-  // turn is the warpgroup's own (its columns), taken by its thread 0 before the copies and passed
-  // on once they are complete (settle).
-  struct DqTurn {
-    float* base;  // row 0 of the Q block in the accumulator (or split)
-    int rows;     // its real rows
-    int* turn;    // hopper-deterministic's counter
-    bool first;   // the split's first writer of these rows
-  };
-
-  __device__ void step(int i, int head, int n, DqTurn& last) {
+  __device__ void step(int i, int head, int n) {
     const int s = n % S;
     sm90::mbar_wait(sm.q_full + s, (n / S) & 1);
     float sc[NS];
@@ -183,7 +152,6 @@ struct ConsumerSplitD {
     sm90::wgmma_fence();
     issue_scores(sc, w == 0 ? sm.k() : sm.v(), w == 0 ? sm.q(s) : sm.dO(s));
     sm90::wgmma_commit();
-    if (n > 0) settle<false>(last);  // under the score product
     sm90::wgmma_wait<0>();
     sm90::pin(sc);
     if (w == 1) {
@@ -195,111 +163,24 @@ struct ConsumerSplitD {
         probabilities<false, Br>(sc, sm.lse2(s), at().band(), p.b.scale_log2, j * Bc, i, t);
       write_p_ds(sc);
     }
-    sm90::named_sync(kDsReady, 256);  // P^T and dS^T are whole in shared memory
+    // P^T and dS^T are whole in shared memory. The next step's writes over them wait for this
+    // step's products of both warpgroups: warpgroup 0 writes after its own have completed and
+    // after kDpReady, which warpgroup 1 reaches only once its own have.
+    sm90::named_sync(kDsReady, 256);
 
     sm90::wgmma_fence();
     issue_kv(dv, sm.pt(), sm.dO(s));
     issue_kv(dk, sm.dS(), sm.q(s));
     sm90::wgmma_commit();
-    float dq[NKV];
-    issue_dq(dq);
-    sm90::wgmma_commit();
-    sm90::wgmma_wait<1>();  // dV, dK done: Q_i, dO_i, LSE2_i, D_i are free
+    sm90::wgmma_wait<0>();  // Q_i, dO_i, LSE2_i, D_i are free
     sm90::pin(dv);
     sm90::pin(dk);
     sm90::mbar_arrive(sm.q_empty + s);
-    sm90::wgmma_wait<0>();
-    sm90::pin(dq);
-    // Both warpgroups' products are done with dS^T and P^T (and warpgroup 0 with dP^T - D): the
-    // three are the staging region now.
-    sm90::named_sync(kDsFree, 256);
-    last = take_turn(i, head);
-    send_dq(dq, last);
-  }
-
-  __device__ DqTurn take_turn(int i, int head) const {
-    const Band& band = at().band();
-    const int splits = kDeterministic ? p.b.dq_splits : 1, split = j % splits;
-    DqTurn d{p.b.dQ_accum + split * p.b.split_stride + at().accum_row(head, i, Br) * D,
-             band.Nq - i * Br, nullptr, false};
-    if constexpr (kDeterministic) {
-      d.turn = p.dq_turn + (at().turn_block(head, i) * splits + split) * Tr::kTurnChains + w;
-      d.first = j - splits < band.k_blocks(i, Br, Bc).begin;
-      if (t == 0) {
-        const int want = d.first ? 0 : j - splits + 1;
-        // A K/V head's K blocks start in order of j (block_in) and wait only for smaller ones.
-        while (sm90::load_acquire(d.turn) != want) {
-        }
-      }
-      sm90::named_sync(kTurn + w, 128);
-      // The earlier blocks' additions, seen by this block's copies (the async proxy) after the
-      // acquire that saw them done.
-      sm90::fence_proxy_async_global();
-    }
-    return d;
-  }
-
-  // This warpgroup's dQ columns out, in two halves of 64 through the staging region: warp k's 16
-  // rows of a half are a 4 KiB piece (16 rows of 256 bytes, the columns permuted as in the
-  // accumulator, which keeps 64-column blocks whole), and lanes 0 .. 15 each send one row of it by
-  // a bulk reduce-add (or store). The second half waits for the first to be read.
-  __device__ void send_dq(const float (&dq)[NKV], const DqTurn& d) const {
-    const int warp = t / 32, lane = t % 32;
-    const uint32_t piece = smem_addr(sm.dS()) + (4 * w + warp) * 4096;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (h == 1) {
-        if (lane < 16) sm90::bulk_wait_read();
-        __syncwarp();
-      }
-#pragma unroll
-      for (int e = 0; e < NKV / 2; e += 2) {
-        const int r = row_of(e) % 16, c = col_of(e);
-        st_shared_f32x2(piece + r * 256 + bwd::dq_accum_col(r, c) * 4, dq[NKV / 2 * h + e],
-                        dq[NKV / 2 * h + e + 1]);
-      }
-      sm90::fence_proxy_async();  // ordinary stores, read next by the copy engine
-      __syncwarp();
-      if (lane < 16) {
-        const int r = 16 * warp + lane;
-        if (r < d.rows) {
-          float* dst = d.base + r * D + DW * w + 64 * h;
-          if (kDeterministic && d.first)
-            sm90::bulk_store(dst, piece + lane * 256, 256);
-          else
-            sm90::bulk_reduce_add_f32(dst, piece + lane * 256, 256);
-        }
-        sm90::bulk_commit();
-      }
-    }
-  }
-
-  // The step before's copies have read the staging region (hopper-deterministic, and after the
-  // last step: are complete in global memory; its turn is passed on); then every warp may write
-  // over it.
-  template <bool kLast>
-  __device__ void settle(const DqTurn& d) const {
-    if (t % 32 < 16) {
-      if constexpr (kDeterministic || kLast) {
-        sm90::bulk_wait_all();
-        sm90::fence_proxy_async_global();
-      } else {
-        sm90::bulk_wait_read();
-      }
-    }
-    sm90::named_sync(kStageFree, 256);
-    if constexpr (kDeterministic) {
-      if (t == 0) {
-        __threadfence();
-        sm90::store_release(d.turn, j + 1);
-      }
-    }
   }
 
   // dK_w = scale dS^T Q and dV_w = P^T dO as T, over this warpgroup's column blocks of K_j and
   // V_j (no product reads them any more: the score products read all of K_j and V_j before the
-  // last kDsReady, and this warpgroup's own dQ products only its blocks), then out by bulk tensor
-  // stores, which clip rows past Nk.
+  // last kDsReady), then out by bulk tensor stores, which clip rows past Nk.
   __device__ void epilogue() {
     const uint32_t k_tile = smem_addr(sm.k()), v_tile = smem_addr(sm.v());
 #pragma unroll

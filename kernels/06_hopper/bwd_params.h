@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "common/fa2_bwd/params.h"
-#include "schedule.h"  // deterministic_turn_chains
+#include "fwd_params.h"  // the dQ pass tiles the problem as the forward does
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
@@ -29,7 +29,7 @@ struct BwdParams {
   // batch works it out per sequence, from the SM count.
   int kv_chunk;
   int sms;
-  // hopper-deterministic: [heads][turn_head_blocks][b.dq_splits][kTurnChains] turn counters,
+  // hopper-deterministic: [heads][turn_head_blocks][b.dq_splits] turn counters,
   // zeroed before the launch. K block j adds its dQ partial of Q block i into split j mod
   // dq_splits once the counter holds one past the split's last writer (j - dq_splits + 1, or 0
   // for the first), then sets it to j + 1 (bwd_dq_writer.cuh). Null for hopper.
@@ -68,10 +68,9 @@ inline int64_t packed_turn_blocks(int64_t total_q, int64_t B, int Br) {
 //
 // d = 256 (kSplitD): 64 keys of dK_j and dV_j over the whole head dim would be 256 registers a
 // thread in one warpgroup; Bc = Br = 64 and the two consumer warpgroups split the head dim
-// instead, warpgroup w holding columns 128w .. 128w + 127 of dK_j, dV_j and dQ_i
-// (bwd_consumer_split_d.cuh). There is no room for a dQ staging buffer of its own: dQ leaves
-// through the score tiles' shared memory once a step's products are done, and
-// hopper-deterministic's turns run one chain per warpgroup's columns (kTurnChains).
+// instead, warpgroup w holding columns 128w .. 128w + 127 of dK_j and dV_j
+// (bwd_consumer_split_d.cuh). The kernel computes no dQ: the dQ pass does (DqParams below), and
+// hopper-deterministic runs the same two kernels, which add nothing concurrently.
 template <int D>
 struct BwdTraits {
   static_assert(D == 64 || D == 128 || D == 256, "head dims 64, 128 and 256");
@@ -81,8 +80,6 @@ struct BwdTraits {
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr bool kSplitD = D == 256;
-  static constexpr int kTurnChains =
-      static_cast<int>(::flashlab::FLASHLAB_FOLDER::deterministic_turn_chains(D));
   static_assert(::flashlab::cuda::kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
 };
 
@@ -91,5 +88,30 @@ struct BwdTraits {
 // grid out from the sizes.
 template <class T, int D, bool kDeterministic, bool kPacked>
 void launch_bwd(const BwdParams& p, int blocks, cudaStream_t stream);
+
+// One dQ pass. `f` is a forward's tiling of the problem (tiles, sizes, band, a packed batch's
+// order): its maps are Q and dO (boxes of Br rows), K and V (Bc rows); a packed batch's sequence b
+// has its maps at f.seq_maps[4 b ..] in the order of DqMap, written by the map kernel.
+struct DqParams {
+  hopper_fwd::FwdParams f;
+  CUtensorMap do_map;
+  void* dq;             // [B*H, Nq, d], or a packed batch's [total_q, H, d]
+  const float* lse2;    // the workspace's LSE2 and D (common/fa2_bwd/params.h)
+  const float* dd;
+  int lse_head_rows;    // rows of one query head in LSE2 and D
+  float scale;          // softmax scale
+};
+enum DqMap : int { kDqMapQ, kDqMapK, kDqMapV, kDqMapDO, kDqMaps };
+
+// The dQ pass at d = 256 (bwd_dq_pass.cuh): one block per tile of Br query rows (two consumer
+// warpgroups of 64), K/V blocks of Bc keys.
+struct DqTraits {
+  static constexpr int D = 256, Br = 128, Bc = 64, kKStages = 2;
+  static constexpr int kThreads = 384;  // a producer warpgroup, two consumer warpgroups
+};
+
+// The dQ pass's launcher, one explicit instantiation per (dtype, banded, packed).
+template <class T, bool kBanded, bool kPacked>
+void launch_dq_pass(const DqParams& p, cudaStream_t stream);
 
 }  // namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd

@@ -15,8 +15,6 @@
 //   dS^T        [Br/64][Bc][64]            the step's dS^T, read by both warpgroups' dQ products
 //   P^T         [Bc][64]                   d = 256 only (kSplitD): the step's P^T, both warpgroups'
 //   dP^T - D    [Bc Br] fp32               d = 256 only: from warpgroup 1 to 0, thread-major
-//                                          (dS^T, P^T and dP^T - D, 32 KiB, are also where dQ is
-//                                          staged at the end of a step: bwd_consumer_split_d.cuh)
 //   dQ staging  [2][Br][D] fp32            d = 64, 128: columns permuted as in the accumulator
 //                                          (sm80/tiles.cuh)
 //   LSE2, D     [kStages][Br] fp32         LSE2_i and D_i of each stage's Q block
@@ -42,12 +40,8 @@ namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 constexpr uint32_t kDsReady = 1;
 constexpr uint32_t kDsFree = 2;
 constexpr uint32_t kEpilogue = 3;  // + w
-// d = 256 (bwd_consumer_split_d.cuh): warpgroup 1's dP^T - D is in shared memory; a warpgroup's
-// turn to add its dQ columns (hopper-deterministic); the last step's dQ copies have read the
-// staging region.
+// d = 256 (bwd_consumer_split_d.cuh): warpgroup 1's dP^T - D is in shared memory.
 constexpr uint32_t kDpReady = 5;
-constexpr uint32_t kTurn = 6;  // + w
-constexpr uint32_t kStageFree = 8;
 
 template <int D>
 struct BwdLayout {

@@ -22,7 +22,8 @@
 // only once the workers before it in that split have (a counter per (head, Q block, split), as on
 // the GPU), and the convert sums the two splits in order, so every element of dQ is the same sum
 // on every run; its workers walk their Q blocks downwards, as the kernel's do (bwd_schedule.cuh
-// says why).
+// says why). At d = 256 both run two passes instead: the outer-K pass computes dK and dV alone,
+// and an outer-Q pass (recompute's) computes dQ, each element once, as the CUDA dQ pass does.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -140,6 +141,17 @@ void hopper_bwd(const Problem& p, const Inputs& in, const Forward& fwd, const Cp
   const Shape& s = p.shape;
   prepare_gradients(p, o.dry_run, g);
   const std::vector<T> D = preprocess_D<T>(p, in, fwd, o, cnt);
+  if (s.d == 256) {
+    // Two passes, both backwards alike: dK, dV by the outer-K pass without dQ, then dQ by the
+    // outer-Q pass in the CUDA dQ pass's blocks (bwd_dq_pass.cuh: 128 query rows, 64 keys).
+    NoDQ<T> no_dq;
+    outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, no_dq);
+    CpuOptions dq_blocks = o;
+    dq_blocks.Br = 128;
+    dq_blocks.Bc = 64;
+    outer_q_dq_pass(p, in, fwd.LSE, D, dq_blocks, g, cnt);
+    return;
+  }
   if constexpr (kTurns) {
     const int64_t q_blocks = (s.Nq + o.Br - 1) / o.Br,
                   S = plan::deterministic_dq_splits(s.Nk, o.Bc);
@@ -188,20 +200,21 @@ int64_t deterministic_scratch_bytes(const Problem& p, const CpuOptions& o) {
          8 * p.shape.heads() * ((p.shape.Nq + o.Br - 1) / o.Br) * S;
 }
 
-// The backward's: D and LSE*log2e, one fp32 dQ accumulator; the forward's: one tile counter.
+// The backward's: D and LSE*log2e, one fp32 dQ accumulator (none at d = 256, where the dQ pass
+// writes dQ itself); the forward's: one tile counter.
 int64_t hopper_workspace(const Problem& p, const CpuOptions&) {
-  return p.shape.lse_elems() * 4 * 2 + p.shape.q_elems() * 4 + 4;
+  const int64_t accumulators = p.shape.d == 256 ? 0 : 1;
+  return p.shape.lse_elems() * 4 * 2 + accumulators * p.shape.q_elems() * 4 + 4;
 }
 // ... with S = 2 fp32 dQ splits and turn counters per (head, Q block of the CUDA kernel: 64 rows
-// at d = 128 and 256, 128 at 64, split; two at d = 256, one per consumer warpgroup), as the CUDA
-// version allocates.
+// at d = 128, 128 at 64, split), as the CUDA version allocates; at d = 256 neither.
 int64_t deterministic_workspace(const Problem& p, const CpuOptions&) {
   const int d = static_cast<int>(p.shape.d);
+  if (d == 256) return p.shape.lse_elems() * 4 * 2;
   const int64_t br = cuda::outer_k_br(d),
                 S = plan::deterministic_dq_splits(p.shape.Nk, cuda::outer_k_bc(d));
   return p.shape.lse_elems() * 4 * 2 + S * p.shape.q_elems() * 4 +
-         p.shape.heads() * ((p.shape.Nq + br - 1) / br) * S * plan::deterministic_turn_chains(d) *
-             4;
+         p.shape.heads() * ((p.shape.Nq + br - 1) / br) * S * 4;
 }
 
 }  // namespace
@@ -215,9 +228,10 @@ FLASHLAB_VERSION({
             "producer warpgroup, asynchronous warpgroup products (wgmma), consumer warpgroups in "
             "pingpong so softmax overlaps the products; dQ by bulk reduce-add (sm_90a only)",
     .deterministic = false,
-    .workspace = "backward: 2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator); "
-                 "forward: 4 (the counter of the causal tile order); 776*B more for a packed "
-                 "batch (six tensor maps and the order per sequence)",
+    .workspace = "backward: 2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator; none "
+                 "at d = 256, where a second pass computes dQ); forward: 4 (the counter of the "
+                 "causal tile order); 776*B more for a packed batch (six tensor maps and the "
+                 "order per sequence)",
     .workspace_bytes = cpu::hopper_workspace,
     .cpu_forward = cpu::hopper_forward,
     .cpu_backward = cpu::hopper_backward<false>,
@@ -235,10 +249,10 @@ FLASHLAB_VARIANT(deterministic,
                              "pass sums the two splits in order (bitwise reproducible)",
                      .deterministic = true,
                      .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + 2*B*H*Nq*d*4 (two fp32 dQ "
-                                  "splits) + 2*c*B*H*ceil(Nq/Br)*4 (turn counters; Br = 64 at "
-                                  "d = 128 and 256, 128 at d = 64; c = 2 chains at d = 256, 1 "
-                                  "else), and 776*B more for a packed batch (six tensor maps and "
-                                  "the order per sequence)",
+                                  "splits) + 2*B*H*ceil(Nq/Br)*4 (turn counters; Br = 64 at "
+                                  "d = 128, 128 at d = 64; at d = 256 neither splits nor "
+                                  "counters: hopper's two passes), and 776*B more for a packed "
+                                  "batch (six tensor maps and the order per sequence)",
                      .workspace_bytes = cpu::deterministic_workspace,
                      .cpu_forward = nullptr,
                      .cpu_backward = cpu::hopper_backward<true>,

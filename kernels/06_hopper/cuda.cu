@@ -135,10 +135,13 @@ std::string rung_check(const Problem& p) {
 }
 
 // The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
-// accumulator: common/fa2_bwd/params.h), and after it the forward's tile counter (the dynamic order
-// of causal tiles: fwd_schedule.cuh).
+// accumulator: common/fa2_bwd/params.h; none at d = 256, where the dQ pass writes dQ itself), and
+// after it the forward's tile counter (the dynamic order of causal tiles: fwd_schedule.cuh).
+bool dq_pass_backward(const Problem& p) {
+  return p.shape.d == 256;
+}
 size_t tile_counter_offset(const Problem& p) {
-  return bwd_workspace_bytes(p, 1);
+  return bwd_workspace_bytes(p, dq_pass_backward(p) ? 0 : 1);
 }
 // A packed batch's per-sequence maps (up to six: the backward's), the sequence order and the
 // units' starts (seq_maps.cuh) at the end of the workspace, the maps 128-byte aligned.
@@ -158,10 +161,11 @@ size_t hopper_workspace(const Problem& p, const LaunchOptions&) {
 }
 
 // hopper-deterministic: S fp32 dQ splits instead of one accumulator (schedule.h), and one turn
-// counter per (head, Q block, split) after them (two at d = 256: one per consumer warpgroup). K
-// block j adds into split j mod S, so a chain of turns is ceil(Tc / S) K blocks long instead of
-// Tc; the convert pass sums the splits in order.
+// counter per (head, Q block, split) after them; at d = 256 neither (the dQ pass). K block j adds
+// into split j mod S, so a chain of turns is ceil(Tc / S) K blocks long instead of Tc; the convert
+// pass sums the splits in order.
 int64_t dq_splits(const Problem& p) {
+  if (dq_pass_backward(p)) return 0;
   return plan::deterministic_dq_splits(p.shape.Nk, outer_k_bc(static_cast<int>(p.shape.d)));
 }
 // The turn counters' Q blocks per query head: a dense head's, or a packed batch's with room for
@@ -173,8 +177,7 @@ int64_t turn_head_blocks(const Problem& p) {
 }
 int64_t turn_bytes(const Problem& p) {
   const int64_t heads = p.shape.packed() ? p.shape.H : p.shape.heads();
-  return heads * turn_head_blocks(p) * dq_splits(p) * plan::deterministic_turn_chains(p.shape.d) *
-         4;
+  return heads * turn_head_blocks(p) * dq_splits(p) * 4;
 }
 size_t turns_offset(const Problem& p) {
   return bwd_workspace_bytes(p, dq_splits(p));
@@ -353,6 +356,89 @@ int packed_backward_maps(const DeviceTensors& t, size_t maps_at, hopper_bwd::Bwd
   return static_cast<int>(blocks);
 }
 
+// The dQ pass at d = 256 (bwd_dq_pass.cuh), after the outer-K kernel on the same stream: the
+// forward's tiling with the pass's blocks (Br query rows, Bc keys), maps of Q, K, V and dO; a
+// packed batch's maps and tile order made by the map kernel at `maps_at`, over the outer-K
+// kernel's, which has finished with them.
+template <class T>
+void dq_pass(const DeviceTensors& t, const hopper_bwd::BwdParams& bp, size_t maps_at) {
+  const Problem& p = t.problem;
+  const Shape& s = p.shape;
+  using Tr = hopper_bwd::DqTraits;
+  constexpr int D = Tr::D;
+  const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
+  hopper_bwd::DqParams dp{};
+  FwdParams& f = dp.f;
+  f.Nq = static_cast<int>(s.Nq);
+  f.Nk = static_cast<int>(s.Nk);
+  f.group = static_cast<int>(s.group());
+  const Band band = band_of(p);  // common/band.h
+  f.band_left = band.left;
+  f.band_right = band.right;
+  f.causal_offset = static_cast<int>(p.causal_offset());
+  f.scale_log2 = bp.b.scale_log2;
+  dp.dq = t.dQ;
+  dp.lse2 = bp.b.LSE2;
+  dp.dd = bp.b.D;
+  dp.lse_head_rows = bp.lse_head_rows;
+  dp.scale = bp.b.scale;
+  auto st = static_cast<cudaStream_t>(t.stream);
+  const bool banded = p.causal || p.windowed();
+  if (!s.packed()) {
+    const int64_t heads = s.heads(), kv_heads = s.kv_head_count();
+    f.q_map = sm90::tensor_map_3d(t.Q, e, D, s.Nq, heads, Tr::Br);
+    f.k_map = sm90::tensor_map_3d(t.K, e, D, s.Nk, kv_heads, Tr::Bc);
+    f.v_map = sm90::tensor_map_3d(t.V, e, D, s.Nk, kv_heads, Tr::Bc);
+    dp.do_map = sm90::tensor_map_3d(t.dO, e, D, s.Nq, heads, Tr::Br);
+    f.q_blocks = static_cast<int>((s.Nq + Tr::Br - 1) / Tr::Br);
+    f.tiles = static_cast<int>(f.q_blocks * heads);
+    if (banded)
+      hopper_bwd::launch_dq_pass<T, true, false>(dp, st);
+    else
+      hopper_bwd::launch_dq_pass<T, false, false>(dp, st);
+    return;
+  }
+  const int64_t rows_q = std::max<int64_t>(1, s.Nq), rows_k = std::max<int64_t>(1, s.Nk);
+  SeqMapsParams mp{};
+  const void* bases[hopper_bwd::kDqMaps] = {t.Q, t.K, t.V, t.dO};
+  for (int m = 0; m < hopper_bwd::kDqMaps; ++m) {
+    mp.of_keys[m] = m == hopper_bwd::kDqMapK || m == hopper_bwd::kDqMapV;
+    const int64_t heads = mp.of_keys[m] ? s.kv_heads() : s.H;
+    mp.tmpl[m] = sm90::tensor_map_packed(bases[m], e, D, mp.of_keys[m] ? rows_k : rows_q, heads,
+                                         mp.of_keys[m] ? Tr::Bc : Tr::Br);
+    mp.base[m] = static_cast<const unsigned char*>(bases[m]);
+    mp.row_bytes[m] = heads * D * 2;
+  }
+  mp.n_maps = hopper_bwd::kDqMaps;
+  mp.cu_q = t.cu_q;
+  mp.cu_k = t.cu_k;
+  mp.B = static_cast<int>(s.B);
+  mp.unit_heads = static_cast<int>(s.H);  // a sequence's tiles: H ceil(nq / Br)
+  mp.unit_rows = Tr::Br;
+  mp.units_of_keys = false;
+  unsigned char* at = static_cast<unsigned char*>(t.workspace) + maps_at;
+  mp.maps = reinterpret_cast<CUtensorMap*>(at);
+  mp.order = reinterpret_cast<int*>(at + FLASHLAB_FOLDER::kMaxSeqMaps * s.B * sizeof(CUtensorMap));
+  mp.unit_start = mp.order + s.B;
+  FLASHLAB_FOLDER::seq_maps_kernel<<<1, 256, 0, st>>>(mp);
+  FLASHLAB_CHECK_LAUNCH();
+  f.cu_q = t.cu_q;
+  f.cu_k = t.cu_k;
+  f.seq_maps = mp.maps;
+  f.seq_order = mp.order;
+  f.tile_start = mp.unit_start;
+  f.B = mp.B;
+  f.total_q = static_cast<int>(s.total_q());
+  f.heads = mp.unit_heads;
+  int64_t tiles = 0;
+  for (int64_t b = 0; b < s.B; ++b) tiles += s.H * ((s.len_q(b) + Tr::Br - 1) / Tr::Br);
+  f.tiles = static_cast<int>(tiles);
+  if (banded)
+    hopper_bwd::launch_dq_pass<T, true, true>(dp, st);
+  else
+    hopper_bwd::launch_dq_pass<T, false, true>(dp, st);
+}
+
 template <class T, int D, bool kDeterministic>
 void backward_for(const DeviceTensors& t) {
   const Problem& p = t.problem;
@@ -369,9 +455,9 @@ void backward_for(const DeviceTensors& t) {
   bp.turn_head_blocks = static_cast<int>(turn_head_blocks(p));
   bp.sms = device_info().sms;
   int blocks = 0;  // a packed batch's grid (a dense one's is worked out by the launcher)
+  const size_t maps_at = kDeterministic ? deterministic_maps_offset(p) : seq_maps_offset(p);
   if (packed) {
-    blocks = packed_backward_maps<D>(
-        t, kDeterministic ? deterministic_maps_offset(p) : seq_maps_offset(p), bp);
+    blocks = packed_backward_maps<D>(t, maps_at, bp);
   } else {
     bp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Tr::Br);
     bp.do_map = sm90::tensor_map_3d(t.dO, e, D, Nq, heads, Tr::Br);
@@ -383,26 +469,37 @@ void backward_for(const DeviceTensors& t) {
     bp.kv_chunk = static_cast<int>(std::max<int64_t>(1, bp.sms / k_blocks));
   }
   auto st = static_cast<cudaStream_t>(t.stream);
-  if constexpr (kDeterministic) {
-    // Each split's first writer of a block stores, so the splits need no zeroing; the convert
-    // pass reads split s of a row only when K block s saw it (outer-K's Br and Bc, which are
-    // this kernel's: bwd_params.h).
-    bp.b.dq_splits = static_cast<int>(dq_splits(p));
-    bp.b.dq_strided = true;
-    bp.dq_turn = reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + turns_offset(p));
-    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
+  if constexpr (D == 256) {
+    // dK, dV by the outer-K kernel, dQ by the dQ pass: nothing is added concurrently, so
+    // hopper-deterministic runs the same kernels (bwd_dq_pass.cuh says why).
+    launch_bwd_preprocess<T, D>(bp.b, t.stream);
+    if (packed)
+      hopper_bwd::launch_bwd<T, D, false, true>(bp, blocks, st);
+    else
+      hopper_bwd::launch_bwd<T, D, false, false>(bp, 0, st);
+    dq_pass<T>(t, bp, maps_at);
   } else {
-    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, s.q_elems() * 4, st));
+    if constexpr (kDeterministic) {
+      // Each split's first writer of a block stores, so the splits need no zeroing; the convert
+      // pass reads split s of a row only when K block s saw it (outer-K's Br and Bc, which are
+      // this kernel's: bwd_params.h).
+      bp.b.dq_splits = static_cast<int>(dq_splits(p));
+      bp.b.dq_strided = true;
+      bp.dq_turn = reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + turns_offset(p));
+      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
+    } else {
+      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, s.q_elems() * 4, st));
+    }
+    launch_bwd_preprocess<T, D>(bp.b, t.stream);
+    if (packed)
+      hopper_bwd::launch_bwd<T, D, kDeterministic, true>(bp, blocks, st);
+    else
+      hopper_bwd::launch_bwd<T, D, kDeterministic, false>(bp, 0, st);
+    if constexpr (kDeterministic)
+      launch_bwd_convert_dq<T, D>(bp.b, DqMode::split, bp.b.dq_splits, t.stream);
+    else
+      launch_bwd_convert_dq<T, D>(bp.b, DqMode::atomic, 1, t.stream);
   }
-  launch_bwd_preprocess<T, D>(bp.b, t.stream);
-  if (packed)
-    hopper_bwd::launch_bwd<T, D, kDeterministic, true>(bp, blocks, st);
-  else
-    hopper_bwd::launch_bwd<T, D, kDeterministic, false>(bp, 0, st);
-  if constexpr (kDeterministic)
-    launch_bwd_convert_dq<T, D>(bp.b, DqMode::split, bp.b.dq_splits, t.stream);
-  else
-    launch_bwd_convert_dq<T, D>(bp.b, DqMode::atomic, 1, t.stream);
 }
 
 template <bool kDeterministic>

@@ -105,10 +105,5 @@ FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool banded, int
 constexpr int64_t deterministic_dq_splits(int64_t Nk, int64_t Bc) {
   return (Nk + Bc - 1) / Bc < 2 ? (Nk + Bc - 1) / Bc : 2;
 }
-// hopper-deterministic's chains of turns per (head, Q block, split): one, or at d = 256 one per
-// consumer warpgroup (each adds its own 128 columns of dQ: bwd_consumer_split_d.cuh).
-constexpr int64_t deterministic_turn_chains(int64_t d) {
-  return d == 256 ? 2 : 1;
-}
 
 }  // namespace flashlab::FLASHLAB_FOLDER

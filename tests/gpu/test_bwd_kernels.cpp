@@ -202,6 +202,13 @@ TEST(BwdKernels, WorkspaceGrowsWithTheDqAccumulators) {
   if (find_version("hopper")->cuda) {
     EXPECT_EQ(ws("hopper"), rows + dq + 4);
     EXPECT_EQ(ws("hopper-deterministic"), rows + 2 * dq + p.shape.heads() * 8 * 2 * 4);
+    // d = 256: both run the outer-K kernel without dQ and the dQ pass, which writes dQ itself.
+    const Problem q = problem_of({DType::f16, 256, false, 2, 3, 1000, 1000});
+    const auto ws256 = [&](const char* id) {
+      return static_cast<int64_t>(find_version(id)->cuda->workspace_bytes(q, {}));
+    };
+    EXPECT_EQ(ws256("hopper"), ws256("recompute") + 4);
+    EXPECT_EQ(ws256("hopper-deterministic"), ws256("recompute"));
   }
 }
 
