@@ -226,7 +226,8 @@ FLASHLAB_VERSION({
     .pass = Pass::both,
     .idea = "the Hopper machinery (FA3): tiles by the bulk tensor copy engine on mbarriers from a "
             "producer warpgroup, asynchronous warpgroup products (wgmma), consumer warpgroups in "
-            "pingpong so softmax overlaps the products; dQ by bulk reduce-add (sm_90a only)",
+            "pingpong so softmax overlaps the products; dQ by bulk reduce-add, at d = 256 by a "
+            "second pass (sm_90a only)",
     .deterministic = false,
     .workspace = "backward: 2*B*H*Nq*4 (D, LSE*log2e) + B*H*Nq*d*4 (fp32 dQ accumulator; none "
                  "at d = 256, where a second pass computes dQ); forward: 4 (the counter of the "
@@ -246,7 +247,8 @@ FLASHLAB_VARIANT(deterministic,
                      .idea = "hopper's backward with dQ added in a fixed order: K block j adds "
                              "into split j mod 2 of Q block i after the blocks before it in that "
                              "split, taking turns on a counter in global memory; the convert "
-                             "pass sums the two splits in order (bitwise reproducible)",
+                             "pass sums the two splits in order (bitwise reproducible); at "
+                             "d = 256 hopper's two passes, which add nothing concurrently",
                      .deterministic = true,
                      .workspace = "2*B*H*Nq*4 (D, LSE*log2e) + 2*B*H*Nq*d*4 (two fp32 dQ "
                                   "splits) + 2*B*H*ceil(Nq/Br)*4 (turn counters; Br = 64 at "
