@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # call 17 (binary 9502883): hopper's d = 256 backward as two passes (the outer-K kernel without
 # dQ, then the dQ pass, bwd_dq_pass.cuh): the d = 256 GPU tests and the backward kernels' matrices,
-# sanitizers
-# dense and packed, the one-pass form (98eb91d, call 16's binary) timed beside it, and the
-# backward at d = 256 beside PyTorch (only when the tests pass).
+# sanitizers dense and packed, the one-pass form (98eb91d, call 16's binary) timed beside it, and
+# the backward at d = 256 beside PyTorch (only when the tests pass).
 set -uo pipefail
 mkdir -p build/device-bin build/old "$OUT/logs"
 tar xzf build/carry/bin.tgz -C build/device-bin

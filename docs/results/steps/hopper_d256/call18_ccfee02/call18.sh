@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# call 18 (binary 662f961, whose kernels are 9502883's): where the two-pass d = 256 backward spends
+# call 18 (binary ccfee02, whose kernels are 9502883's): where the two-pass d = 256 backward spends
 # its time (Nsight Compute: each kernel's duration, one timed launch of each, bf16, N = 16384), and
 # the sweeps beside PyTorch in one call: every rung at d = 256 (the README's head-dim-256 table)
 # and hopper at d = 64 and 128 (with the d = 256 rows: the 60 shapes of both passes).
