@@ -54,6 +54,7 @@ struct ConsumerSplitD {
   int j, kv_head;
 
   float dk[NKV], dv[NKV];
+  float sc[NS];  // the step's S^T (warpgroup 0) or dP^T (1), issued a step ahead
 
   // Accumulator element e of this thread (sm90/wgmma.cuh): row 16 (t/32) + g + 8 ((e>>1)&1),
   // column 8 (e>>2) + 2 q + (e&1), where lane = 4 g + q. Both warpgroups' score tiles have this
@@ -71,10 +72,10 @@ struct ConsumerSplitD {
     sm90::mbar_wait(sm.kv_full, 0);
     // The producer's order (QRange::next), worked out from the step.
     const int per_head = qr.end - qr.begin, count = qr.count();
+    if (count > 0) issue_step_scores(0);
     for (int n = 0; n < count; ++n) {
       const int i = qr.down ? qr.end - 1 - n / qr.group : qr.begin + n % per_head;
-      const int h = qr.down ? n % qr.group : n / per_head;
-      step(i, kv_head * qr.group + h, n);
+      step(i, n, n + 1 < count);
     }
     epilogue();
   }
@@ -143,15 +144,21 @@ struct ConsumerSplitD {
     sm90::fence_proxy_async();  // ordinary stores, read next by the tensor cores
   }
 
-  __device__ void step(int i, int head, int n) {
+  // The score product of step n, S^T (warpgroup 0) or dP^T (1), once its stage has landed: the
+  // operands chosen, not the code path, so that every warpgroup issues its products from the same
+  // instructions.
+  __device__ void issue_step_scores(int n) {
     const int s = n % S;
     sm90::mbar_wait(sm.q_full + s, (n / S) & 1);
-    float sc[NS];
-    // S^T (warpgroup 0) or dP^T (1): the operands chosen, not the code path, so that every
-    // warpgroup issues its products from the same instructions.
     sm90::wgmma_fence();
     issue_scores(sc, w == 0 ? sm.k() : sm.v(), w == 0 ? sm.q(s) : sm.dO(s));
     sm90::wgmma_commit();
+  }
+
+  // Step n (Q block i): its score product was issued with the step before's products (or before
+  // the loop), so that it ran while that step's dV and dK did; this step's follows its own.
+  __device__ void step(int i, int n, bool next) {
+    const int s = n % S;
     sm90::wgmma_wait<0>();
     sm90::pin(sc);
     if (w == 1) {
@@ -172,16 +179,26 @@ struct ConsumerSplitD {
     issue_kv(dv, sm.pt(), sm.dO(s));
     issue_kv(dk, sm.dS(), sm.q(s));
     sm90::wgmma_commit();
-    sm90::wgmma_wait<0>();  // Q_i, dO_i, LSE2_i, D_i are free
+    if (next) {
+      issue_step_scores(n + 1);
+      sm90::wgmma_wait<1>();  // dV, dK done (the next scores may still run)
+    } else {
+      sm90::wgmma_wait<0>();
+    }
     sm90::pin(dv);
     sm90::pin(dk);
-    sm90::mbar_arrive(sm.q_empty + s);
+    sm90::mbar_arrive(sm.q_empty + s);  // Q_i, dO_i, LSE2_i, D_i are free
   }
 
   // dK_w = scale dS^T Q and dV_w = P^T dO as T, over this warpgroup's column blocks of K_j and
   // V_j (no product reads them any more: the score products read all of K_j and V_j before the
   // last kDsReady), then out by bulk tensor stores, which clip rows past Nk.
   __device__ void epilogue() {
+    // Nothing is in flight after the last step; the wait says so to the compiler, which cannot
+    // see it through the loop's last iteration.
+    sm90::wgmma_wait<0>();
+    sm90::pin(dk);
+    sm90::pin(dv);
     const uint32_t k_tile = smem_addr(sm.k()), v_tile = smem_addr(sm.v());
 #pragma unroll
     for (int e = 0; e < NKV; e += 2) {
