@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "bwd_params.h"
 #include "common/fa2_bwd/params.h"
 #include "common/packed.h"
 #include "common/sm80/mma.cuh"
@@ -35,7 +36,6 @@
 #include "common/sm90/wgmma.cuh"
 #include "common/smem_opt_in.h"
 #include "core/cuda_check.h"
-#include "bwd_params.h"
 #include "fwd_schedule.cuh"
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
@@ -100,8 +100,7 @@ struct DqPass {
       sm90::mbar_wait(k_empty() + s, ((it / S) & 1) ^ 1);
       sm90::mbar_arrive_expect_tx(k_full() + s, Bc * D * 2);
       for (int blk = 0; blk < D / 64; ++blk)
-        sm90::tma_load_3d(k(s) + blk * Bc * 64, map(kDqMapK), 64 * blk, row, kv_head,
-                          k_full() + s);
+        sm90::tma_load_3d(k(s) + blk * Bc * 64, map(kDqMapK), 64 * blk, row, kv_head, k_full() + s);
       sm90::mbar_wait(v_empty(), (it & 1) ^ 1);
       sm90::mbar_arrive_expect_tx(v_full(), Bc * D * 2);
       for (int blk = 0; blk < D / 64; ++blk)

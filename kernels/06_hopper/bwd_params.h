@@ -95,11 +95,11 @@ void launch_bwd(const BwdParams& p, int blocks, cudaStream_t stream);
 struct DqParams {
   hopper_fwd::FwdParams f;
   CUtensorMap do_map;
-  void* dq;             // [B*H, Nq, d], or a packed batch's [total_q, H, d]
-  const float* lse2;    // the workspace's LSE2 and D (common/fa2_bwd/params.h)
+  void* dq;           // [B*H, Nq, d], or a packed batch's [total_q, H, d]
+  const float* lse2;  // the workspace's LSE2 and D (common/fa2_bwd/params.h)
   const float* dd;
-  int lse_head_rows;    // rows of one query head in LSE2 and D
-  float scale;          // softmax scale
+  int lse_head_rows;  // rows of one query head in LSE2 and D
+  float scale;        // softmax scale
 };
 enum DqMap : int { kDqMapQ, kDqMapK, kDqMapV, kDqMapDO, kDqMaps };
 

@@ -485,7 +485,8 @@ void backward_for(const DeviceTensors& t) {
       // this kernel's: bwd_params.h).
       bp.b.dq_splits = static_cast<int>(dq_splits(p));
       bp.b.dq_strided = true;
-      bp.dq_turn = reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + turns_offset(p));
+      bp.dq_turn =
+          reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + turns_offset(p));
       FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
     } else {
       FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, s.q_elems() * 4, st));
