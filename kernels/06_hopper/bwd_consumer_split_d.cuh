@@ -43,6 +43,8 @@ struct ConsumerSplitD {
   using Tr = BwdTraits<D>;
   static constexpr int Br = Tr::Br, Bc = Tr::Bc, S = Tr::kStages;
   static_assert(Tr::kSplitD && Br == 64 && Bc == 64, "d = 256's blocks");
+  // A step issues the next step's score product before it releases its own stage.
+  static_assert(S >= 2, "the next step's stage must be another than this one's");
   static constexpr int NS = Br / 2;   // S^T (or dP^T) accumulators: 64 x 64 over 128 threads
   static constexpr int DW = D / 2;    // this warpgroup's columns of d
   static constexpr int NKV = DW / 2;  // dK_w (dV_w, dQ_w): 64 x 128 over 128 threads

@@ -14,8 +14,8 @@
 //
 // At d = 256 (BwdTraits::kSplitD) the block holds 64 keys and the consumer warpgroups split the
 // head dim instead (bwd_consumer_split_d.cuh): warpgroup 0 computes S^T and P^T, warpgroup 1
-// dP^T, they meet in shared memory, and each sends its columns of dQ_i by bulk reduce-adds
-// through the score tiles' shared memory: thread 32 has nothing to write.
+// dP^T, they meet in shared memory, and both compute dK and dV only: dQ comes from a pass of its
+// own (bwd_dq_pass.cuh), so thread 32 has nothing to write.
 //
 // A packed batch (kPacked) runs the same roles on each sequence's K blocks: its blocks are
 // numbered sequence by sequence (place_packed), its copies go through the sequence's own tensor

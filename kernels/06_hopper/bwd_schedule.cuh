@@ -18,7 +18,8 @@
 //   dQ staging  [2][Br][D] fp32            d = 64, 128: columns permuted as in the accumulator
 //                                          (sm80/tiles.cuh)
 //   LSE2, D     [kStages][Br] fp32         LSE2_i and D_i of each stage's Q block
-//   barriers    kv_full, q_full[s], q_empty[s], dq_full[2], dq_empty[2]
+//   barriers    kv_full, q_full[s], q_empty[s], dq_full[2], dq_empty[2] (the dQ writer's: d = 64,
+//               128)
 //   place       a packed batch's block: its sequence, K block, K/V head, band and rows (BlockPlace)
 // Tiles of 208 KiB at d = 128, 192 KiB at d = 64 and 224 KiB at d = 256; LSE2, D and the
 // barriers add about 1 KiB (d = 128, 256) and 2 KiB (d = 64).
@@ -35,8 +36,8 @@
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
 // Named barriers (0 is __syncthreads): the 256 consumer threads meet when dS^T is whole in shared
-// memory, and when both warpgroups' dQ products are done with it; each consumer warpgroup gathers
-// for its epilogue.
+// memory, and (d = 64, 128) when both warpgroups' dQ products are done with it; each consumer
+// warpgroup gathers for its epilogue.
 constexpr uint32_t kDsReady = 1;
 constexpr uint32_t kDsFree = 2;
 constexpr uint32_t kEpilogue = 3;  // + w

@@ -189,12 +189,23 @@ void hopper_backward(const Problem& p, const Inputs& in, const Forward& fwd, con
                     [&](auto zero) { hopper_bwd<decltype(zero), kTurns>(p, in, fwd, o, g, cnt); });
 }
 
+// The two passes at d = 256: D and the larger of the passes' tiles (the outer-Q pass's blocks of
+// 128 query rows keep more a thread than the outer-K pass's); no accumulator.
+int64_t two_pass_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  CpuOptions dq_blocks = o;
+  dq_blocks.Br = 128;
+  dq_blocks.Bc = 64;
+  return std::max(outer_k_scratch_bytes(p, o), outer_k_scratch_bytes(p, dq_blocks));
+}
 // The backward's scratch: D, the outer-K pass's tiles and the dQ accumulator (splits).
 int64_t hopper_scratch_bytes(const Problem& p, const CpuOptions& o) {
-  return std::max(fwd_tile_scratch_bytes(p, o),
-                  outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems());
+  const int64_t bwd = p.shape.d == 256 ? two_pass_scratch_bytes(p, o)
+                                       : outer_k_scratch_bytes(p, o) +
+                                             compute_bytes(p.dtype) * p.shape.q_elems();
+  return std::max(fwd_tile_scratch_bytes(p, o), bwd);
 }
 int64_t deterministic_scratch_bytes(const Problem& p, const CpuOptions& o) {
+  if (p.shape.d == 256) return two_pass_scratch_bytes(p, o);
   const int64_t S = plan::deterministic_dq_splits(p.shape.Nk, o.Bc);
   return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * S * p.shape.q_elems() +
          8 * p.shape.heads() * ((p.shape.Nq + o.Br - 1) / o.Br) * S;

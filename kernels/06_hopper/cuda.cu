@@ -40,8 +40,8 @@
 // second one adds the dQ partials into the fp32 accumulator by bulk reduce-adds (in a fixed order
 // for hopper-deterministic), two consumer warpgroups at 240 registers compute (bwd_kernel.cuh
 // draws the roles, README.md the pipeline); at d = 256 the consumer warpgroups split the head dim
-// and send dQ themselves, through the score tiles' shared memory. The preprocess (D, LSE2) and
-// the convert pass are the FA2 backward's (common/fa2_bwd).
+// and compute dK and dV alone, and a second pass computes dQ (bwd_dq_pass.cuh). The preprocess
+// (D, LSE2) and the convert pass are the FA2 backward's (common/fa2_bwd).
 //
 // Packed batches (common/packed.h): the copies of the forward and of the backward are clipped at
 // each sequence's end by tensor maps per sequence, made on the device from host-encoded templates
