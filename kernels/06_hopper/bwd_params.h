@@ -9,6 +9,7 @@
 
 #include "common/fa2_bwd/params.h"
 #include "fwd_params.h"  // the dQ pass tiles the problem as the forward does
+#include "schedule.h"    // the dQ pass's blocks
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
@@ -106,7 +107,8 @@ enum DqMap : int { kDqMapQ, kDqMapK, kDqMapV, kDqMapDO, kDqMaps };
 // The dQ pass at d = 256 (bwd_dq_pass.cuh): one block per tile of Br query rows (two consumer
 // warpgroups of 64), K/V blocks of Bc keys.
 struct DqTraits {
-  static constexpr int D = 256, Br = 128, Bc = 64, kKStages = 2;
+  static constexpr int D = 256, Br = ::flashlab::FLASHLAB_FOLDER::kDqPassBr,
+                       Bc = ::flashlab::FLASHLAB_FOLDER::kDqPassBc, kKStages = 2;
   static constexpr int kThreads = 384;  // a producer warpgroup, two consumer warpgroups
 };
 

@@ -135,21 +135,26 @@ struct TurnDQ {
   }
 };
 
+// The CPU options with the dQ pass's blocks (schedule.h).
+CpuOptions dq_pass_blocks(const CpuOptions& o) {
+  CpuOptions b = o;
+  b.Br = plan::kDqPassBr;
+  b.Bc = plan::kDqPassBc;
+  return b;
+}
+
 template <class T, bool kTurns>
 void hopper_bwd(const Problem& p, const Inputs& in, const Forward& fwd, const CpuOptions& o,
                 Gradients& g, Counters& cnt) {
   const Shape& s = p.shape;
   prepare_gradients(p, o.dry_run, g);
   const std::vector<T> D = preprocess_D<T>(p, in, fwd, o, cnt);
-  if (s.d == 256) {
+  if (plan::two_pass_backward(s.d)) {
     // Two passes, both backwards alike: dK, dV by the outer-K pass without dQ, then dQ by the
     // outer-Q pass in the CUDA dQ pass's blocks (bwd_dq_pass.cuh: 128 query rows, 64 keys).
     NoDQ<T> no_dq;
     outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, no_dq);
-    CpuOptions dq_blocks = o;
-    dq_blocks.Br = 128;
-    dq_blocks.Bc = 64;
-    outer_q_dq_pass(p, in, fwd.LSE, D, dq_blocks, g, cnt);
+    outer_q_dq_pass(p, in, fwd.LSE, D, dq_pass_blocks(o), g, cnt);
     return;
   }
   if constexpr (kTurns) {
@@ -192,20 +197,18 @@ void hopper_backward(const Problem& p, const Inputs& in, const Forward& fwd, con
 // The two passes at d = 256: D and the larger of the passes' tiles (the outer-Q pass's blocks of
 // 128 query rows keep more a thread than the outer-K pass's); no accumulator.
 int64_t two_pass_scratch_bytes(const Problem& p, const CpuOptions& o) {
-  CpuOptions dq_blocks = o;
-  dq_blocks.Br = 128;
-  dq_blocks.Bc = 64;
-  return std::max(outer_k_scratch_bytes(p, o), outer_k_scratch_bytes(p, dq_blocks));
+  return std::max(outer_k_scratch_bytes(p, o), outer_k_scratch_bytes(p, dq_pass_blocks(o)));
 }
 // The backward's scratch: D, the outer-K pass's tiles and the dQ accumulator (splits).
 int64_t hopper_scratch_bytes(const Problem& p, const CpuOptions& o) {
-  const int64_t bwd = p.shape.d == 256 ? two_pass_scratch_bytes(p, o)
-                                       : outer_k_scratch_bytes(p, o) +
-                                             compute_bytes(p.dtype) * p.shape.q_elems();
+  const int64_t bwd =
+      plan::two_pass_backward(p.shape.d)
+          ? two_pass_scratch_bytes(p, o)
+          : outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * p.shape.q_elems();
   return std::max(fwd_tile_scratch_bytes(p, o), bwd);
 }
 int64_t deterministic_scratch_bytes(const Problem& p, const CpuOptions& o) {
-  if (p.shape.d == 256) return two_pass_scratch_bytes(p, o);
+  if (plan::two_pass_backward(p.shape.d)) return two_pass_scratch_bytes(p, o);
   const int64_t S = plan::deterministic_dq_splits(p.shape.Nk, o.Bc);
   return outer_k_scratch_bytes(p, o) + compute_bytes(p.dtype) * S * p.shape.q_elems() +
          8 * p.shape.heads() * ((p.shape.Nq + o.Br - 1) / o.Br) * S;
@@ -214,14 +217,14 @@ int64_t deterministic_scratch_bytes(const Problem& p, const CpuOptions& o) {
 // The backward's: D and LSE*log2e, one fp32 dQ accumulator (none at d = 256, where the dQ pass
 // writes dQ itself); the forward's: one tile counter.
 int64_t hopper_workspace(const Problem& p, const CpuOptions&) {
-  const int64_t accumulators = p.shape.d == 256 ? 0 : 1;
+  const int64_t accumulators = plan::two_pass_backward(p.shape.d) ? 0 : 1;
   return p.shape.lse_elems() * 4 * 2 + accumulators * p.shape.q_elems() * 4 + 4;
 }
 // ... with S = 2 fp32 dQ splits and turn counters per (head, Q block of the CUDA kernel: 64 rows
 // at d = 128, 128 at 64, split), as the CUDA version allocates; at d = 256 neither.
 int64_t deterministic_workspace(const Problem& p, const CpuOptions&) {
   const int d = static_cast<int>(p.shape.d);
-  if (d == 256) return p.shape.lse_elems() * 4 * 2;
+  if (plan::two_pass_backward(d)) return p.shape.lse_elems() * 4 * 2;
   const int64_t br = cuda::outer_k_br(d),
                 S = plan::deterministic_dq_splits(p.shape.Nk, cuda::outer_k_bc(d));
   return p.shape.lse_elems() * 4 * 2 + S * p.shape.q_elems() * 4 +

@@ -58,6 +58,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 
@@ -137,11 +138,8 @@ std::string rung_check(const Problem& p) {
 // The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
 // accumulator: common/fa2_bwd/params.h; none at d = 256, where the dQ pass writes dQ itself), and
 // after it the forward's tile counter (the dynamic order of causal tiles: fwd_schedule.cuh).
-bool dq_pass_backward(const Problem& p) {
-  return p.shape.d == 256;
-}
 size_t tile_counter_offset(const Problem& p) {
-  return bwd_workspace_bytes(p, dq_pass_backward(p) ? 0 : 1);
+  return bwd_workspace_bytes(p, plan::two_pass_backward(p.shape.d) ? 0 : 1);
 }
 // A packed batch's per-sequence maps (up to six: the backward's), the sequence order and the
 // units' starts (seq_maps.cuh) at the end of the workspace, the maps 128-byte aligned.
@@ -165,7 +163,7 @@ size_t hopper_workspace(const Problem& p, const LaunchOptions&) {
 // into split j mod S, so a chain of turns is ceil(Tc / S) K blocks long instead of Tc; the convert
 // pass sums the splits in order.
 int64_t dq_splits(const Problem& p) {
-  if (dq_pass_backward(p)) return 0;
+  if (plan::two_pass_backward(p.shape.d)) return 0;
   return plan::deterministic_dq_splits(p.shape.Nk, outer_k_bc(static_cast<int>(p.shape.d)));
 }
 // The turn counters' Q blocks per query head: a dense head's, or a packed batch's with room for
@@ -192,25 +190,18 @@ size_t deterministic_workspace(const Problem& p, const LaunchOptions&) {
 
 using hopper_fwd::FwdParams;
 
-// The parameters of one forward: tensor maps over this problem's buffers (they hold the device
-// addresses, so they are made for every call; encoding one takes a few microseconds).
-template <int D, bool kCausal>
-FwdParams forward_params(const DeviceTensors& t) {
+// The forward's tiling of the problem into tiles of Br query rows (a tile per query head and Q
+// block) over K/V blocks of Bc keys: the sizes, the band, the scale, the tile count and the dense
+// maps of Q, K and V (boxes of Br and Bc rows). The backward's dQ pass tiles the same way.
+FwdParams tiling_params(const DeviceTensors& t, int D, int Br, int Bc) {
   const Problem& p = t.problem;
   const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
   const int64_t heads = p.shape.heads(), kv_heads = p.shape.kv_head_count();
   const int64_t Nq = p.shape.Nq, Nk = p.shape.Nk;
-  using Tr = hopper_fwd::FwdTraits<D, kCausal>;
   FwdParams fp{};
-  fp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Tr::Br);
-  fp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, kv_heads, Tr::Bc);
-  fp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, kv_heads, Tr::Bc);
-  fp.o_map = sm90::tensor_map_3d(t.O, e, D, Nq, heads, 64);  // one consumer warpgroup's rows
-  fp.q = t.Q;
-  fp.k = t.K;
-  fp.v = t.V;
-  fp.o = t.O;
-  fp.lse = t.LSE;
+  fp.q_map = sm90::tensor_map_3d(t.Q, e, D, Nq, heads, Br);
+  fp.k_map = sm90::tensor_map_3d(t.K, e, D, Nk, kv_heads, Bc);
+  fp.v_map = sm90::tensor_map_3d(t.V, e, D, Nk, kv_heads, Bc);
   fp.Nq = static_cast<int>(Nq);
   fp.Nk = static_cast<int>(Nk);
   fp.group = static_cast<int>(p.shape.group());
@@ -219,48 +210,78 @@ FwdParams forward_params(const DeviceTensors& t) {
   fp.band_right = band.right;
   fp.causal_offset = static_cast<int>(p.causal_offset());
   fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
-  fp.q_blocks = static_cast<int>((Nq + Tr::Br - 1) / Tr::Br);
+  fp.q_blocks = static_cast<int>((Nq + Br - 1) / Br);
   fp.tiles = static_cast<int>(fp.q_blocks * heads);
-  fp.tile_counter =
-      reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + tile_counter_offset(p));
   return fp;
 }
 
-// A packed batch: the template maps over the whole tensors, the per-sequence maps and the tile
-// order made by the map kernel into the workspace (seq_maps.cuh), the tiles counted per
-// sequence.
+// The parameters of one forward: tensor maps over this problem's buffers (they hold the device
+// addresses, so they are made for every call; encoding one takes a few microseconds).
 template <int D, bool kCausal>
-FwdParams packed_forward_params(const DeviceTensors& t) {
+FwdParams forward_params(const DeviceTensors& t) {
+  using Tr = hopper_fwd::FwdTraits<D, kCausal>;
+  const sm90::Elem16 e = t.problem.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
+  FwdParams fp = tiling_params(t, D, Tr::Br, Tr::Bc);
+  // One consumer warpgroup's rows.
+  fp.o_map = sm90::tensor_map_3d(t.O, e, D, t.problem.shape.Nq, t.problem.shape.heads(), 64);
+  fp.q = t.Q;
+  fp.k = t.K;
+  fp.v = t.V;
+  fp.o = t.O;
+  fp.lse = t.LSE;
+  fp.tile_counter = reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) +
+                                           tile_counter_offset(t.problem));
+  return fp;
+}
+
+// A packed batch's maps of one sequence, made by the map kernel (seq_maps.cuh) from templates
+// over the whole tensors: each over `base`, the sequence's keys or its queries, boxes of
+// `box_rows` rows.
+struct PackedMap {
+  const void* base;
+  bool of_keys;
+  int box_rows;
+};
+
+// Runs the map kernel: each sequence's maps (in the order of `maps`), the sequences' order (most
+// keys first) and where each one's units start (Hkv ceil(nk / unit_rows) units of keys, or H
+// ceil(nq / unit_rows) of queries), into the workspace at `maps_at`. Returns what it was given,
+// whose maps, order and unit_start point at the results.
+SeqMapsParams packed_maps(const DeviceTensors& t, int D, std::initializer_list<PackedMap> maps,
+                          bool units_of_keys, int unit_rows, size_t maps_at) {
   const Problem& p = t.problem;
   const Shape& s = p.shape;
-  using Tr = hopper_fwd::FwdTraits<D, kCausal>;
-  FwdParams fp = forward_params<D, kCausal>(t);
   const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
   const int64_t rows_q = std::max<int64_t>(1, s.Nq), rows_k = std::max<int64_t>(1, s.Nk);
   SeqMapsParams mp{};
-  mp.tmpl[0] = sm90::tensor_map_packed(t.Q, e, D, rows_q, s.H, Tr::Br);
-  mp.tmpl[1] = sm90::tensor_map_packed(t.K, e, D, rows_k, s.kv_heads(), Tr::Bc);
-  mp.tmpl[2] = sm90::tensor_map_packed(t.V, e, D, rows_k, s.kv_heads(), Tr::Bc);
-  mp.tmpl[3] = sm90::tensor_map_packed(t.O, e, D, rows_q, s.H, 64);
-  const void* bases[4] = {t.Q, t.K, t.V, t.O};
-  for (int m = 0; m < 4; ++m) {
-    mp.of_keys[m] = m == 1 || m == 2;
-    mp.base[m] = static_cast<const unsigned char*>(bases[m]);
-    mp.row_bytes[m] = (mp.of_keys[m] ? s.kv_heads() : s.H) * D * 2;
+  for (const PackedMap& m : maps) {
+    const int i = mp.n_maps++;
+    const int64_t heads = m.of_keys ? s.kv_heads() : s.H;
+    mp.of_keys[i] = m.of_keys;
+    mp.tmpl[i] =
+        sm90::tensor_map_packed(m.base, e, D, m.of_keys ? rows_k : rows_q, heads, m.box_rows);
+    mp.base[i] = static_cast<const unsigned char*>(m.base);
+    mp.row_bytes[i] = heads * D * 2;
   }
-  mp.n_maps = 4;
   mp.cu_q = t.cu_q;
   mp.cu_k = t.cu_k;
   mp.B = static_cast<int>(s.B);
-  mp.unit_heads = static_cast<int>(s.H);  // a sequence's tiles: H ceil(nq / Br)
-  mp.unit_rows = Tr::Br;
-  mp.units_of_keys = false;
-  unsigned char* at = static_cast<unsigned char*>(t.workspace) + seq_maps_offset(p);
+  mp.unit_heads = static_cast<int>(units_of_keys ? s.kv_heads() : s.H);
+  mp.unit_rows = unit_rows;
+  mp.units_of_keys = units_of_keys;
+  unsigned char* at = static_cast<unsigned char*>(t.workspace) + maps_at;
   mp.maps = reinterpret_cast<CUtensorMap*>(at);
   mp.order = reinterpret_cast<int*>(at + FLASHLAB_FOLDER::kMaxSeqMaps * s.B * sizeof(CUtensorMap));
   mp.unit_start = mp.order + s.B;
   FLASHLAB_FOLDER::seq_maps_kernel<<<1, 256, 0, static_cast<cudaStream_t>(t.stream)>>>(mp);
   FLASHLAB_CHECK_LAUNCH();
+  return mp;
+}
+
+// A packed batch's tiles of Br query rows (the forward's and the dQ pass's), sequence by sequence
+// in the map kernel's order, and the maps made for them.
+void packed_tiles(const DeviceTensors& t, const SeqMapsParams& mp, int Br, FwdParams& fp) {
+  const Shape& s = t.problem.shape;
   fp.cu_q = t.cu_q;
   fp.cu_k = t.cu_k;
   fp.seq_maps = mp.maps;
@@ -270,8 +291,21 @@ FwdParams packed_forward_params(const DeviceTensors& t) {
   fp.total_q = static_cast<int>(s.total_q());
   fp.heads = mp.unit_heads;
   int64_t tiles = 0;
-  for (int64_t b = 0; b < s.B; ++b) tiles += s.H * ((s.len_q(b) + Tr::Br - 1) / Tr::Br);
+  for (int64_t b = 0; b < s.B; ++b) tiles += s.H * ((s.len_q(b) + Br - 1) / Br);
   fp.tiles = static_cast<int>(tiles);
+}
+
+// A packed batch: the template maps over the whole tensors, the per-sequence maps and the tile
+// order made by the map kernel into the workspace (seq_maps.cuh), the tiles counted per
+// sequence.
+template <int D, bool kCausal>
+FwdParams packed_forward_params(const DeviceTensors& t) {
+  using Tr = hopper_fwd::FwdTraits<D, kCausal>;
+  FwdParams fp = forward_params<D, kCausal>(t);
+  const SeqMapsParams mp = packed_maps(
+      t, D, {{t.Q, false, Tr::Br}, {t.K, true, Tr::Bc}, {t.V, true, Tr::Bc}, {t.O, false, 64}},
+      false, Tr::Br, seq_maps_offset(t.problem));
+  packed_tiles(t, mp, Tr::Br, fp);
   return fp;
 }
 
@@ -317,37 +351,18 @@ void hopper_forward(const DeviceTensors& t) {
 // per sequence.
 template <int D>
 int packed_backward_maps(const DeviceTensors& t, size_t maps_at, hopper_bwd::BwdParams& bp) {
-  const Problem& p = t.problem;
-  const Shape& s = p.shape;
+  const Shape& s = t.problem.shape;
   using Tr = hopper_bwd::BwdTraits<D>;
-  const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
-  const int64_t rows_q = std::max<int64_t>(1, s.Nq), rows_k = std::max<int64_t>(1, s.Nk);
-  SeqMapsParams mp{};
-  const void* bases[hopper_bwd::kSeqMaps] = {t.Q, t.dO, t.K, t.V, t.dK, t.dV};
-  // Boxes: Br query rows (Q, dO), Bc keys (K, V), 64 keys (dK, dV: a consumer warpgroup's keys,
-  // or at d = 256 the whole block's, in column blocks).
-  const int box[hopper_bwd::kSeqMaps] = {Tr::Br, Tr::Br, Tr::Bc, Tr::Bc, 64, 64};
-  for (int m = 0; m < hopper_bwd::kSeqMaps; ++m) {
-    mp.of_keys[m] = m >= hopper_bwd::kMapK;
-    const int64_t heads = mp.of_keys[m] ? s.kv_heads() : s.H;
-    mp.tmpl[m] =
-        sm90::tensor_map_packed(bases[m], e, D, mp.of_keys[m] ? rows_k : rows_q, heads, box[m]);
-    mp.base[m] = static_cast<const unsigned char*>(bases[m]);
-    mp.row_bytes[m] = heads * D * 2;
-  }
-  mp.n_maps = hopper_bwd::kSeqMaps;
-  mp.cu_q = t.cu_q;
-  mp.cu_k = t.cu_k;
-  mp.B = static_cast<int>(s.B);
-  mp.unit_heads = static_cast<int>(s.kv_heads());  // a sequence's blocks: Hkv ceil(nk / Bc)
-  mp.unit_rows = Tr::Bc;
-  mp.units_of_keys = true;
-  unsigned char* at = static_cast<unsigned char*>(t.workspace) + maps_at;
-  mp.maps = reinterpret_cast<CUtensorMap*>(at);
-  mp.order = reinterpret_cast<int*>(at + FLASHLAB_FOLDER::kMaxSeqMaps * s.B * sizeof(CUtensorMap));
-  mp.unit_start = mp.order + s.B;
-  FLASHLAB_FOLDER::seq_maps_kernel<<<1, 256, 0, static_cast<cudaStream_t>(t.stream)>>>(mp);
-  FLASHLAB_CHECK_LAUNCH();
+  // In kSeqMaps' order. Boxes: Br query rows (Q, dO), Bc keys (K, V), 64 keys (dK, dV: a consumer
+  // warpgroup's keys, or at d = 256 the whole block's, in column blocks).
+  const SeqMapsParams mp = packed_maps(t, D,
+                                       {{t.Q, false, Tr::Br},
+                                        {t.dO, false, Tr::Br},
+                                        {t.K, true, Tr::Bc},
+                                        {t.V, true, Tr::Bc},
+                                        {t.dK, true, 64},
+                                        {t.dV, true, 64}},
+                                       true, Tr::Bc, maps_at);
   bp.seq_maps = mp.maps;
   bp.seq_order = mp.order;
   bp.block_start = mp.unit_start;
@@ -363,20 +378,10 @@ int packed_backward_maps(const DeviceTensors& t, size_t maps_at, hopper_bwd::Bwd
 template <class T>
 void dq_pass(const DeviceTensors& t, const hopper_bwd::BwdParams& bp, size_t maps_at) {
   const Problem& p = t.problem;
-  const Shape& s = p.shape;
   using Tr = hopper_bwd::DqTraits;
-  constexpr int D = Tr::D;
   const sm90::Elem16 e = p.dtype == DType::f16 ? sm90::Elem16::f16 : sm90::Elem16::bf16;
   hopper_bwd::DqParams dp{};
-  FwdParams& f = dp.f;
-  f.Nq = static_cast<int>(s.Nq);
-  f.Nk = static_cast<int>(s.Nk);
-  f.group = static_cast<int>(s.group());
-  const Band band = band_of(p);  // common/band.h
-  f.band_left = band.left;
-  f.band_right = band.right;
-  f.causal_offset = static_cast<int>(p.causal_offset());
-  f.scale_log2 = bp.b.scale_log2;
+  dp.f = tiling_params(t, Tr::D, Tr::Br, Tr::Bc);
   dp.dq = t.dQ;
   dp.lse2 = bp.b.LSE2;
   dp.dd = bp.b.D;
@@ -384,55 +389,20 @@ void dq_pass(const DeviceTensors& t, const hopper_bwd::BwdParams& bp, size_t map
   dp.scale = bp.b.scale;
   auto st = static_cast<cudaStream_t>(t.stream);
   const bool banded = p.causal || p.windowed();
-  if (!s.packed()) {
-    const int64_t heads = s.heads(), kv_heads = s.kv_head_count();
-    f.q_map = sm90::tensor_map_3d(t.Q, e, D, s.Nq, heads, Tr::Br);
-    f.k_map = sm90::tensor_map_3d(t.K, e, D, s.Nk, kv_heads, Tr::Bc);
-    f.v_map = sm90::tensor_map_3d(t.V, e, D, s.Nk, kv_heads, Tr::Bc);
-    dp.do_map = sm90::tensor_map_3d(t.dO, e, D, s.Nq, heads, Tr::Br);
-    f.q_blocks = static_cast<int>((s.Nq + Tr::Br - 1) / Tr::Br);
-    f.tiles = static_cast<int>(f.q_blocks * heads);
+  if (!p.shape.packed()) {
+    dp.do_map = sm90::tensor_map_3d(t.dO, e, Tr::D, p.shape.Nq, p.shape.heads(), Tr::Br);
     if (banded)
       hopper_bwd::launch_dq_pass<T, true, false>(dp, st);
     else
       hopper_bwd::launch_dq_pass<T, false, false>(dp, st);
     return;
   }
-  const int64_t rows_q = std::max<int64_t>(1, s.Nq), rows_k = std::max<int64_t>(1, s.Nk);
-  SeqMapsParams mp{};
-  const void* bases[hopper_bwd::kDqMaps] = {t.Q, t.K, t.V, t.dO};
-  for (int m = 0; m < hopper_bwd::kDqMaps; ++m) {
-    mp.of_keys[m] = m == hopper_bwd::kDqMapK || m == hopper_bwd::kDqMapV;
-    const int64_t heads = mp.of_keys[m] ? s.kv_heads() : s.H;
-    mp.tmpl[m] = sm90::tensor_map_packed(bases[m], e, D, mp.of_keys[m] ? rows_k : rows_q, heads,
-                                         mp.of_keys[m] ? Tr::Bc : Tr::Br);
-    mp.base[m] = static_cast<const unsigned char*>(bases[m]);
-    mp.row_bytes[m] = heads * D * 2;
-  }
-  mp.n_maps = hopper_bwd::kDqMaps;
-  mp.cu_q = t.cu_q;
-  mp.cu_k = t.cu_k;
-  mp.B = static_cast<int>(s.B);
-  mp.unit_heads = static_cast<int>(s.H);  // a sequence's tiles: H ceil(nq / Br)
-  mp.unit_rows = Tr::Br;
-  mp.units_of_keys = false;
-  unsigned char* at = static_cast<unsigned char*>(t.workspace) + maps_at;
-  mp.maps = reinterpret_cast<CUtensorMap*>(at);
-  mp.order = reinterpret_cast<int*>(at + FLASHLAB_FOLDER::kMaxSeqMaps * s.B * sizeof(CUtensorMap));
-  mp.unit_start = mp.order + s.B;
-  FLASHLAB_FOLDER::seq_maps_kernel<<<1, 256, 0, st>>>(mp);
-  FLASHLAB_CHECK_LAUNCH();
-  f.cu_q = t.cu_q;
-  f.cu_k = t.cu_k;
-  f.seq_maps = mp.maps;
-  f.seq_order = mp.order;
-  f.tile_start = mp.unit_start;
-  f.B = mp.B;
-  f.total_q = static_cast<int>(s.total_q());
-  f.heads = mp.unit_heads;
-  int64_t tiles = 0;
-  for (int64_t b = 0; b < s.B; ++b) tiles += s.H * ((s.len_q(b) + Tr::Br - 1) / Tr::Br);
-  f.tiles = static_cast<int>(tiles);
+  // In DqMap's order.
+  const SeqMapsParams mp = packed_maps(
+      t, Tr::D,
+      {{t.Q, false, Tr::Br}, {t.K, true, Tr::Bc}, {t.V, true, Tr::Bc}, {t.dO, false, Tr::Br}},
+      false, Tr::Br, maps_at);
+  packed_tiles(t, mp, Tr::Br, dp.f);
   if (banded)
     hopper_bwd::launch_dq_pass<T, true, true>(dp, st);
   else
@@ -469,7 +439,7 @@ void backward_for(const DeviceTensors& t) {
     bp.kv_chunk = static_cast<int>(std::max<int64_t>(1, bp.sms / k_blocks));
   }
   auto st = static_cast<cudaStream_t>(t.stream);
-  if constexpr (D == 256) {
+  if constexpr (plan::two_pass_backward(D)) {
     // dK, dV by the outer-K kernel, dQ by the dQ pass: nothing is added concurrently, so
     // hopper-deterministic runs the same kernels (bwd_dq_pass.cuh says why).
     launch_bwd_preprocess<T, D>(bp.b, t.stream);

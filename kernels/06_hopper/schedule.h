@@ -106,4 +106,13 @@ constexpr int64_t deterministic_dq_splits(int64_t Nk, int64_t Bc) {
   return (Nk + Bc - 1) / Bc < 2 ? (Nk + Bc - 1) / Bc : 2;
 }
 
+// The backward at d = 256 runs in two passes, hopper and hopper-deterministic alike: dK and dV by
+// the outer-K pass, then dQ by a pass over Q blocks of kDqPassBr rows and K blocks of kDqPassBc
+// keys (the CUDA dQ pass's, bwd_dq_pass.cuh, which the twin walks too). Nothing is accumulated
+// across blocks, so the workspace holds no dQ accumulator, splits or turns.
+constexpr bool two_pass_backward(int64_t d) {
+  return d == 256;
+}
+inline constexpr int kDqPassBr = 128, kDqPassBc = 64;
+
 }  // namespace flashlab::FLASHLAB_FOLDER
