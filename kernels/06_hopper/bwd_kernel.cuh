@@ -42,9 +42,15 @@ namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
 // Registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536. (32 for
 // the producer, the whole register file, hung the kernel on the H200: the consumers' setmaxnreg
-// never got its registers.)
-constexpr uint32_t kProducerRegs = 24;
-constexpr uint32_t kConsumerRegs = 240;
+// never got its registers: setmaxnreg moves registers within the block's launch allocation, 384 x
+// 168 = 64512.) At d = 128 hopper-deterministic's dQ writer (thread 32, its turns) spilled 8 bytes
+// in 24 registers, and its consumers need no more than 232: 128 x 32 + 256 x 232 = 63488.
+template <int D, bool kDeterministic>
+constexpr bool kWideProducer = D == 128 && kDeterministic;
+template <int D, bool kDeterministic>
+constexpr uint32_t kProducerRegs = kWideProducer<D, kDeterministic> ? 32 : 24;
+template <int D, bool kDeterministic>
+constexpr uint32_t kConsumerRegs = kWideProducer<D, kDeterministic> ? 232 : 240;
 
 // Which (K block, K/V head) block b of a head-major run owns: n_k K blocks of n_kv K/V heads. Chunks
 // of kv_chunk K/V heads run one after another; in a chunk the K blocks go in order, all its heads
@@ -125,14 +131,14 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (wg == 0) {
-    sm90::setmaxnreg_dec<kProducerRegs>();
+    sm90::setmaxnreg_dec<kProducerRegs<D, kDeterministic>>();
     if (t == 0) produce<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
     if constexpr (!Tr::kSplitD) {
       if (t == 32) write_dq<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
     }
     return;
   }
-  sm90::setmaxnreg_inc<kConsumerRegs>();
+  sm90::setmaxnreg_inc<kConsumerRegs<D, kDeterministic>>();
   if constexpr (Tr::kSplitD) {
     ConsumerSplitD<T, D, kDeterministic, kPacked> c{p, sm, wg - 1, t, j, kv_head};
     c.run();

@@ -22,11 +22,17 @@ constexpr int kThreads = 128 * (Tr::kConsumers + (ideas_of(kIdeas).warp_speciali
 // Registers per thread after setmaxnreg: the producer keeps what issuing copies needs (more for
 // cp.async, whose addresses its threads compute), the consumers share the rest of the 64K
 // registers of an SM: 128 x 24 + 256 x 240 = 64512 with two consumer warpgroups,
-// 128 x 24 + 384 x 160 = 64512 with three.
-template <unsigned kIdeas>
-constexpr uint32_t kProducerRegs = ideas_of(kIdeas).tma ? 24 : 40;
+// 128 x 24 + 384 x 160 = 64512 with three. A packed batch's producer at d = 128 (sequence maps,
+// a window's left side) spilled 4 bytes in 24 registers; its consumers need no more than 232:
+// 128 x 32 + 256 x 232 = 63488.
 template <class Tr, unsigned kIdeas>
-constexpr uint32_t kConsumerRegs = Tr::kConsumers == 2 ? (ideas_of(kIdeas).tma ? 240 : 232) : 160;
+constexpr bool kWideProducer = (kIdeas & kPackedBatch) != 0 && Tr::kConsumers == 2 && Tr::Bc == 128;
+template <class Tr, unsigned kIdeas>
+constexpr uint32_t kProducerRegs = ideas_of(kIdeas).tma ? (kWideProducer<Tr, kIdeas> ? 32 : 24)
+                                                        : 40;
+template <class Tr, unsigned kIdeas>
+constexpr uint32_t kConsumerRegs =
+    Tr::kConsumers == 3 ? 160 : (ideas_of(kIdeas).tma && !kWideProducer<Tr, kIdeas> ? 240 : 232);
 
 template <class T, int D, bool kCausal, unsigned kIdeaBits>
 __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
@@ -74,7 +80,7 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if constexpr (kIdeas.warp_specialized) {
     if (wg == 0) {  // the producer warpgroup: every tile of the block, in order
-      sm90::setmaxnreg_dec<kProducerRegs<kIdeaBits>>();
+      sm90::setmaxnreg_dec<kProducerRegs<Tr, kIdeaBits>>();
       if (kIdeas.tma && t != 0) return;  // one thread issues every bulk copy
       const L loader{p, sm, t};
       constexpr bool kDynamic = kDynamicOrder<Tr, kIdeaBits>;
