@@ -22,17 +22,11 @@ constexpr int kThreads = 128 * (Tr::kConsumers + (ideas_of(kIdeas).warp_speciali
 // Registers per thread after setmaxnreg: the producer keeps what issuing copies needs (more for
 // cp.async, whose addresses its threads compute), the consumers share the rest of the 64K
 // registers of an SM: 128 x 24 + 256 x 240 = 64512 with two consumer warpgroups,
-// 128 x 24 + 384 x 160 = 64512 with three. A packed batch's producer at d = 128 (sequence maps,
-// a window's left side) spilled 4 bytes in 24 registers; its consumers need no more than 232:
-// 128 x 32 + 256 x 232 = 63488.
+// 128 x 24 + 384 x 160 = 64512 with three.
+template <unsigned kIdeas>
+constexpr uint32_t kProducerRegs = ideas_of(kIdeas).tma ? 24 : 40;
 template <class Tr, unsigned kIdeas>
-constexpr bool kWideProducer = (kIdeas & kPackedBatch) != 0 && Tr::kConsumers == 2 && Tr::Bc == 128;
-template <class Tr, unsigned kIdeas>
-constexpr uint32_t kProducerRegs = ideas_of(kIdeas).tma ? (kWideProducer<Tr, kIdeas> ? 32 : 24)
-                                                        : 40;
-template <class Tr, unsigned kIdeas>
-constexpr uint32_t kConsumerRegs =
-    Tr::kConsumers == 3 ? 160 : (ideas_of(kIdeas).tma && !kWideProducer<Tr, kIdeas> ? 240 : 232);
+constexpr uint32_t kConsumerRegs = Tr::kConsumers == 2 ? (ideas_of(kIdeas).tma ? 240 : 232) : 160;
 
 template <class T, int D, bool kCausal, unsigned kIdeaBits>
 __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
@@ -80,7 +74,7 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if constexpr (kIdeas.warp_specialized) {
     if (wg == 0) {  // the producer warpgroup: every tile of the block, in order
-      sm90::setmaxnreg_dec<kProducerRegs<Tr, kIdeaBits>>();
+      sm90::setmaxnreg_dec<kProducerRegs<kIdeaBits>>();
       if (kIdeas.tma && t != 0) return;  // one thread issues every bulk copy
       const L loader{p, sm, t};
       constexpr bool kDynamic = kDynamicOrder<Tr, kIdeaBits>;
@@ -102,9 +96,12 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
         }
         loader.load_q(kPacked ? maps + 0 : &p.q_map, tl.head, sc.q0, q_count++);
         const int kv_head = tl.head / p.group;  // grouped heads: the K/V head it reads
-        for (int it = 0; it < sc.n_kv; ++it, ++g) {
-          loader.load_k(kPacked ? maps + 1 : &p.k_map, kv_head, sc, it, g);
-          loader.load_v(kPacked ? maps + 2 : &p.v_map, kv_head, sc, it, g);
+        // The visited K/V blocks from the last down (schedule.h's order), counted by the block
+        // itself: two registers for the loop where the producer has 24.
+        const int first = sc.kv_block<L::kLeft>(sc.n_kv - 1);
+        for (int kb = sc.kv_block<L::kLeft>(0); kb >= first; --kb, ++g) {
+          loader.load_k(kPacked ? maps + 1 : &p.k_map, kv_head, kb, g);
+          loader.load_v(kPacked ? maps + 2 : &p.v_map, kv_head, kb, g);
         }
       }
       return;
