@@ -57,10 +57,21 @@ struct Consumer {
 
   // The tile in hand.
   BlockSchedule sc;
-  int head;
-  int seq;      // packed: the tile's sequence
-  int g0;       // the block's iteration count before this tile: the K/V ring position of its first
-  int q_count;  // tiles with keys before this one: this tile's Q is in buffer q_count % kQBuffers
+  // The tile's query head, and a packed batch's sequence (0 for a dense problem), in one
+  // register: head in the low 16 bits, the sequence above (a CUDA launch has at most 65535 heads
+  // B*H: common/shape_check.h).
+  uint32_t ids;
+  __device__ int head() const { return static_cast<int>(ids & 0xffff); }
+  __device__ int seq() const { return static_cast<int>(ids >> 16); }
+  // The two rings' positions, modulo two laps (all that buffer indices and parities need), in
+  // one register: g0, the block's iteration count before this tile (the K/V ring position of its
+  // first block), in the low byte; q_count, the tiles with keys before this one (this tile's Q is
+  // in buffer q_count % kQBuffers), in the next.
+  uint32_t rings;
+  static constexpr uint32_t kGLaps = 2 * kStages, kQLaps = 2 * kQBuffers;
+  __device__ int g0_() const { return static_cast<int>(rings & 0xff); }
+  __device__ int qc_() const { return static_cast<int>((rings >> 8) & 0xff); }
+  __device__ int taken_() const { return static_cast<int>(rings >> 16); }
 
   float o[NO];
   float s[NS];
@@ -71,18 +82,18 @@ struct Consumer {
   // first warpgroup takes the turn passed to it last, so no arrival is left on a barrier.
   __device__ void run() {
     if (kPingpong && wg == W - 1) sm90::named_arrive(kTurnBarrier + 0, 256);
-    q_count = 0;
-    g0 = 0;
+    rings = 0;
+    constexpr bool kDynamic = kDynamicOrder<Tr, kIdeaBits>;
     for (int n = 0;; ++n) {
-      const int tile = block_tile<kDynamicOrder<Tr, kIdeaBits>>(p, sm, n, false);
+      const int tile = block_tile<kDynamic>(p, sm, kDynamic ? taken_() : n, false);
+      if constexpr (kDynamic) rings = (rings & 0xffff) | ((taken_() + 1) % 4) << 16;
       if (tile >= p.tiles) break;
       const Tile tl = tile_of<kIdeas.heavy_first, kPacked, Br>(p, tile);
-      head = tl.head;
-      seq = tl.seq;
-      const SeqView sv = seq_view<kPacked>(p, seq);
+      ids = static_cast<uint32_t>(tl.head) | static_cast<uint32_t>(tl.seq) << 16;
+      const SeqView sv = seq_view<kPacked>(p, seq());
       sc = block_schedule<Br, Bc, kCausal>(p, sv, tl.q_block);
       if (sc.n_kv == 0) {  // causal, Nq > Nk (or a sequence without keys): no row sees a key
-        store_empty_rows<T, D, kPacked>(p, sc, sv, head, wg, t);
+        store_empty_rows<T, D, kPacked>(p, sc, sv, head(), wg, t);
         continue;
       }
 #pragma unroll
@@ -90,13 +101,13 @@ struct Consumer {
       m[0] = m[1] = -INFINITY;
       l[0] = l[1] = 0.f;
       if (refill) {  // no producer: this thread starts the tile's loads itself
-        refill->load_q(&p.q_map, head, sc.q0, q_count);
+        refill->load_q(&p.q_map, head(), sc.q0, qc_());
         for (int it = 0; it < kStages && it < sc.n_kv; ++it) {
-          refill->load_k(&p.k_map, head / p.group, sc, it, g0 + it);
-          refill->load_v(&p.v_map, head / p.group, sc, it, g0 + it);
+          refill->load_k(&p.k_map, head() / p.group, sc, it, g0_() + it);
+          refill->load_v(&p.v_map, head() / p.group, sc, it, g0_() + it);
         }
       }
-      sm90::mbar_wait(sm.q_full() + q_count % kQBuffers, (q_count / kQBuffers) & 1);
+      sm90::mbar_wait(sm.q_full() + qc_() % kQBuffers, (qc_() / kQBuffers) & 1);
       // Every row of the warpgroup above row 0: padding of a causal head's first block.
       const bool idle = Tr::kIdlePadding && sc.q0 + 64 * wg + 64 <= 0;
       if (idle)
@@ -107,10 +118,9 @@ struct Consumer {
         mainloop_plain();
       if (!idle)
         store_o_lse<T, D, kCausal, kIdeaBits>(
-            p, sm, sc, kPacked ? p.seq_maps + 4 * seq + 3 : &p.o_map, seq_view<kPacked>(p, seq),
-            head, wg, t, o, m, l);
-      g0 += sc.n_kv;
-      ++q_count;
+            p, sm, sc, kPacked ? p.seq_maps + 4 * seq() + 3 : &p.o_map, seq_view<kPacked>(p, seq()),
+            head(), wg, t, o, m, l);
+      rings = (rings & 0xffff0000u) | (g0_() + sc.n_kv) % kGLaps | ((qc_() + 1) % kQLaps) << 8;
     }
     if (kPingpong && wg == 0) sm90::named_sync(kTurnBarrier + 0, 256);
     if (kIdeas.tma_epilogue && t == 0) sm90::bulk_wait_read();  // before shared memory goes
@@ -142,7 +152,7 @@ struct Consumer {
   // ---- the two products ----
   // S = Q K^T: 64 x Bc, D/16 steps of k16; both operands K-major in shared memory.
   __device__ void issue_s(int stage) {
-    const uint32_t q_base = smem_addr(sm.q() + q_count % kQBuffers * Br * D) + wg * 64 * 128;
+    const uint32_t q_base = smem_addr(sm.q() + qc_() % kQBuffers * Br * D) + wg * 64 * 128;
     const uint32_t k_base = smem_addr(sm.k()) + stage * Bc * D * 2;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -168,17 +178,17 @@ struct Consumer {
 
   // ---- releases (and, without a producer, the refills they make possible) ----
   __device__ void release_k(int it) {
-    sm90::mbar_arrive(sm.k_empty() + (g0 + it) % kStages);
+    sm90::mbar_arrive(sm.k_empty() + (g0_() + it) % kStages);
     // The tile's last S has read Q (O through Q's buffer: the epilogue releases it after O's store).
     if (Tr::kOStage != OStage::in_q && it == sc.n_kv - 1)
-      sm90::mbar_arrive(sm.q_empty() + q_count % kQBuffers);
+      sm90::mbar_arrive(sm.q_empty() + qc_() % kQBuffers);
     if (refill && it + kStages < sc.n_kv)
-      refill->load_k(&p.k_map, head / p.group, sc, it + kStages, g0 + it + kStages);
+      refill->load_k(&p.k_map, head() / p.group, sc, it + kStages, g0_() + it + kStages);
   }
   __device__ void release_v(int it) {
-    sm90::mbar_arrive(sm.v_empty() + (g0 + it) % kStages);
+    sm90::mbar_arrive(sm.v_empty() + (g0_() + it) % kStages);
     if (refill && it + kStages < sc.n_kv)
-      refill->load_v(&p.v_map, head / p.group, sc, it + kStages, g0 + it + kStages);
+      refill->load_v(&p.v_map, head() / p.group, sc, it + kStages, g0_() + it + kStages);
   }
 
   // ---- softmax ----
@@ -192,7 +202,7 @@ struct Consumer {
     const int row0 = sc.q0 + 64 * wg + 16 * (t / 32) + lane / 4;
     // A packed batch's lengths are read again here (the offsets, from L1), not held in registers
     // through the loop: at d = 256 they cost the kernel a spill.
-    const SeqView sv = seq_view<kPacked>(p, seq);
+    const SeqView sv = seq_view<kPacked>(p, seq());
     int first[2], last[2];  // the visible keys of each of the thread's two rows, minus key0
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -253,15 +263,15 @@ struct Consumer {
     const int n = sc.n_kv;
     float alpha[2];
     // Block 0 of the visiting order: S alone.
-    sm90::mbar_wait(sm.k_full() + g0 % kStages, parity(g0));
-    on_tensor_cores([&] { issue_s(g0 % kStages); });
+    sm90::mbar_wait(sm.k_full() + g0_() % kStages, parity(g0_()));
+    on_tensor_cores([&] { issue_s(g0_() % kStages); });
     sm90::wgmma_wait<0>();
     sm90::pin(s);
     release_k(0);
     softmax(0, alpha);  // O is still 0: nothing to rescale
     pack_p();
     for (int it = 1; it < n; ++it) {
-      const int g = g0 + it;
+      const int g = g0_() + it;
       sm90::mbar_wait(sm.k_full() + g % kStages, parity(g));
       sm90::mbar_wait(sm.v_full() + (g - 1) % kStages, parity(g - 1));
       on_tensor_cores([&] {
@@ -279,7 +289,7 @@ struct Consumer {
       pack_p();
     }
     // P V of the last block.
-    const int g = g0 + n - 1;
+    const int g = g0_() + n - 1;
     sm90::mbar_wait(sm.v_full() + g % kStages, parity(g));
     on_tensor_cores([&] { issue_pv(g % kStages); });
     sm90::wgmma_wait<0>();
@@ -294,7 +304,7 @@ struct Consumer {
   __device__ void mainloop_idle() {
     const int n = sc.n_kv;
     for (int it = 0; it < n; ++it) {
-      const int g = g0 + it;
+      const int g = g0_() + it;
       sm90::mbar_wait(sm.k_full() + g % kStages, parity(g));
       take_turn();  // S (and the P V before it, with the overlap)
       pass_turn();
@@ -316,7 +326,7 @@ struct Consumer {
     const int n = sc.n_kv;
     float alpha[2];
     for (int it = 0; it < n; ++it) {
-      const int g = g0 + it;
+      const int g = g0_() + it;
       sm90::mbar_wait(sm.k_full() + g % kStages, parity(g));
       on_tensor_cores([&] { issue_s(g % kStages); });
       sm90::wgmma_wait<0>();
