@@ -102,7 +102,10 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
   const BwdSmem<T, D> sm(smem_raw);
 
   if (threadIdx.x == 0) {
-    if constexpr (kPacked) place_packed<Tr::Br, Tr::Bc>(p, sm.place);
+    if constexpr (kPacked)
+      place_packed<Tr::Br, Tr::Bc>(p, sm.place);
+    else
+      sm.place->band = p.b.band;
     sm90::mbar_init(sm.kv_full, 1);
     for (int s = 0; s < Tr::kStages; ++s) {
       sm90::mbar_init(sm.q_full + s, 1);
