@@ -50,8 +50,11 @@ struct Consumer {
 
   const FwdParams& p;
   const Smem<T, D, kCausal>& sm;
-  int wg;  // consumer warpgroup: 0 .. W-1
-  int t;   // thread within the warpgroup
+  // Consumer warpgroup 0 .. W-1 (after the producer's with warp specialisation), and the thread
+  // within it: worked out from threadIdx where they are used, not held in registers across the
+  // loop (at d = 64 the three warpgroups' 160 registers each have none to spare).
+  __device__ int wg() const { return threadIdx.x / 128 - (kIdeas.warp_specialized ? 1 : 0); }
+  __device__ int t() const { return threadIdx.x % 128; }
   const Loader<T, D, kCausal, kIdeaBits>*
       refill;  // without warp specialisation: the thread that loads
 
@@ -81,7 +84,7 @@ struct Consumer {
   // Every tile of the block, in order. The last warpgroup opens the first turn; at the end the
   // first warpgroup takes the turn passed to it last, so no arrival is left on a barrier.
   __device__ void run() {
-    if (kPingpong && wg == W - 1) sm90::named_arrive(kTurnBarrier + 0, 256);
+    if (kPingpong && wg() == W - 1) sm90::named_arrive(kTurnBarrier + 0, 256);
     rings = 0;
     constexpr bool kDynamic = kDynamicOrder<Tr, kIdeaBits>;
     for (int n = 0;; ++n) {
@@ -93,7 +96,7 @@ struct Consumer {
       const SeqView sv = seq_view<kPacked>(p, seq());
       sc = block_schedule<Br, Bc, kCausal>(p, sv, tl.q_block);
       if (sc.n_kv == 0) {  // causal, Nq > Nk (or a sequence without keys): no row sees a key
-        store_empty_rows<T, D, kPacked>(p, sc, sv, head(), wg, t);
+        store_empty_rows<T, D, kPacked>(p, sc, sv, head(), wg(), t());
         continue;
       }
 #pragma unroll
@@ -109,7 +112,7 @@ struct Consumer {
       }
       sm90::mbar_wait(sm.q_full() + qc_() % kQBuffers, (qc_() / kQBuffers) & 1);
       // Every row of the warpgroup above row 0: padding of a causal head's first block.
-      const bool idle = Tr::kIdlePadding && sc.q0 + 64 * wg + 64 <= 0;
+      const bool idle = Tr::kIdlePadding && sc.q0 + 64 * wg() + 64 <= 0;
       if (idle)
         mainloop_idle();
       else if constexpr (kIdeas.intra_overlap)
@@ -119,11 +122,11 @@ struct Consumer {
       if (!idle)
         store_o_lse<T, D, kCausal, kIdeaBits>(
             p, sm, sc, kPacked ? p.seq_maps + 4 * seq() + 3 : &p.o_map, seq_view<kPacked>(p, seq()),
-            head(), wg, t, o, m, l);
+            head(), wg(), t(), o, m, l);
       rings = (rings & 0xffff0000u) | (g0_() + sc.n_kv) % kGLaps | ((qc_() + 1) % kQLaps) << 8;
     }
-    if (kPingpong && wg == 0) sm90::named_sync(kTurnBarrier + 0, 256);
-    if (kIdeas.tma_epilogue && t == 0) sm90::bulk_wait_read();  // before shared memory goes
+    if (kPingpong && wg() == 0) sm90::named_sync(kTurnBarrier + 0, 256);
+    if (kIdeas.tma_epilogue && t() == 0) sm90::bulk_wait_read();  // before shared memory goes
   }
 
  private:
@@ -133,10 +136,10 @@ struct Consumer {
 
   // ---- turns on the tensor cores (pingpong, a ring over the W warpgroups) ----
   __device__ void take_turn() const {
-    if constexpr (kPingpong) sm90::named_sync(kTurnBarrier + wg, 256);
+    if constexpr (kPingpong) sm90::named_sync(kTurnBarrier + wg(), 256);
   }
   __device__ void pass_turn() const {
-    if constexpr (kPingpong) sm90::named_arrive(kTurnBarrier + (wg + 1) % W, 256);
+    if constexpr (kPingpong) sm90::named_arrive(kTurnBarrier + (wg() + 1) % W, 256);
   }
 
   // One turn on the tensor cores: wait for it, issue the products (the fence first: ordinary code
@@ -152,7 +155,7 @@ struct Consumer {
   // ---- the two products ----
   // S = Q K^T: 64 x Bc, D/16 steps of k16; both operands K-major in shared memory.
   __device__ void issue_s(int stage) {
-    const uint32_t q_base = smem_addr(sm.q() + qc_() % kQBuffers * Br * D) + wg * 64 * 128;
+    const uint32_t q_base = smem_addr(sm.q() + qc_() % kQBuffers * Br * D) + wg() * 64 * 128;
     const uint32_t k_base = smem_addr(sm.k()) + stage * Bc * D * 2;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -197,9 +200,9 @@ struct Consumer {
   // c(i) = 8 (i / 4) + i % 2, of its row h(i) = (i / 2) % 2; the first and the last key that row
   // sees are limits per row, so each element costs two compares with constants and one select.
   __device__ void apply_mask(int it) {
-    const int lane = t % 32;
+    const int lane = t() % 32;
     const int key0 = sc.kv_block<kLeft>(it) * Bc + 2 * (lane % 4);
-    const int row0 = sc.q0 + 64 * wg + 16 * (t / 32) + lane / 4;
+    const int row0 = sc.q0 + 64 * wg() + 16 * (t() / 32) + lane / 4;
     // A packed batch's lengths are read again here (the offsets, from L1), not held in registers
     // through the loop: at d = 256 they cost the kernel a spill.
     const SeqView sv = seq_view<kPacked>(p, seq());

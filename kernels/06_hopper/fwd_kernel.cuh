@@ -107,12 +107,12 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
       return;
     }
     sm90::setmaxnreg_inc<kConsumerRegs<Tr, kIdeaBits>>();
-    Consumer<T, D, kCausal, kIdeaBits> c{p, sm, wg - 1, t, nullptr};
+    Consumer<T, D, kCausal, kIdeaBits> c{p, sm, nullptr};
     c.run();
   } else {
     // No producer: thread 0 starts each tile's loads, then refills each stage as it is released.
     const L loader{p, sm, t};
-    Consumer<T, D, kCausal, kIdeaBits> c{p, sm, wg, t, threadIdx.x == 0 ? &loader : nullptr};
+    Consumer<T, D, kCausal, kIdeaBits> c{p, sm, threadIdx.x == 0 ? &loader : nullptr};
     c.run();
   }
 #endif
