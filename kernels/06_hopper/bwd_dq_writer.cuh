@@ -17,7 +17,6 @@
 // order on every run, and the convert pass sums the splits in order.
 #pragma once
 
-#include <climits>
 #include <cstdint>
 
 #include "bwd_schedule.cuh"
@@ -34,21 +33,9 @@ __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int
   const QRange qr = q_range<Br, Bc, kDeterministic>(at.band(), p.b.group, j);
   // This block's split, and its place in the split's chain of turns.
   const int S = kDeterministic ? p.b.dq_splits : 1, split = j % S;
-  // The chain of Q block i in this split: the split's K blocks that meet Q block i are the first
-  // one at or past the band's first K block, max(0, floor((i Br + offset - left) / Bc))
-  // (common/band.h: Band::k_blocks), and every S-th after it. This block's turn comes first of all
-  // when j - S does not meet Q block i, i.e. when j - S is below that first K block (without a
-  // window's left side: exactly when j < S), and otherwise after j - S. The first K block grows
-  // with i, so for j >= S the Q blocks where this block writes first are those from first_from on:
-  //   j - S < floor((i Br + offset - left) / Bc)  <=>  i Br >= (j - S + 1) Bc - offset + left
-  // (worked out once: in the loop it cost hopper-deterministic's writer registers at d = 64).
-  int first_from = 0;
-  if (j - S >= 0) {
-    const Band& band = at.band();
-    const int64_t need = static_cast<int64_t>(j - S + 1) * Bc - band.offset + band.left;
-    const int64_t from = (need + Br - 1) / Br;
-    first_from = need <= 0 ? 0 : (from > INT_MAX ? INT_MAX : static_cast<int>(from));
-  }
+  // The band's first K block for Q block i is max(0, floor((i Br + offset - left) / Bc))
+  // (common/band.h: Band::k_blocks), Bc = 128 a shift.
+  static_assert(Bc == 128, "the first K block by a shift");
   float* split_base = p.b.dQ_accum + split * p.b.split_stride;
   QStep st = qr.first();
   for (int n = 0; n < qr.count(); ++n, st = qr.next(st)) {
@@ -56,8 +43,12 @@ __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int
     const int head = kv_head * qr.group + st.h;  // the query head of this step
     sm90::mbar_wait(sm.dq_full + buf, (n / 2) & 1);
     int* turn = kDeterministic ? p.dq_turn + at.turn_block(head, i) * S + split : nullptr;
-    // The counter holds one past the last writer's K block (0: none yet).
-    const bool first = i >= first_from;
+    // The chain of Q block i in this split: the split's K blocks that meet Q block i are the
+    // first one at or past the band's first K block and every S-th after it. The counter holds
+    // one past the last writer's K block (0: none yet); this block's turn comes after j - S, or
+    // first of all when j - S does not meet Q block i (always j < S without a window's left side).
+    const Band& band = at.band();
+    const bool first = j - S < max(0, (i * Br + band.offset - band.left) >> 7);
     const int want = first ? 0 : j - S + 1;
     if constexpr (kDeterministic) {
       // A K/V head's K blocks start in order of j (block_in), and a block waits only for smaller
@@ -66,7 +57,7 @@ __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int
       }
       sm90::fence_proxy_async_global();  // the earlier blocks' additions, seen by this one's
     }
-    const int rows = min(Br, at.band().Nq - i * Br);  // the last Q block may be ragged
+    const int rows = min(Br, band.Nq - i * Br);  // the last Q block may be ragged
     float* dst = split_base + at.accum_row(head, i, Br) * D;
     const uint32_t bytes = static_cast<uint32_t>(rows * D * 4);
     if (kDeterministic && first)  // the split's first writer of these rows

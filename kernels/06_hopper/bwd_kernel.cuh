@@ -102,10 +102,7 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
   const BwdSmem<T, D> sm(smem_raw);
 
   if (threadIdx.x == 0) {
-    if constexpr (kPacked)
-      place_packed<Tr::Br, Tr::Bc>(p, sm.place);
-    else
-      sm.place->band = p.b.band;
+    if constexpr (kPacked) place_packed<Tr::Br, Tr::Bc>(p, sm.place);
     sm90::mbar_init(sm.kv_full, 1);
     for (int s = 0; s < Tr::kStages; ++s) {
       sm90::mbar_init(sm.q_full + s, 1);
@@ -124,22 +121,21 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
     }
   }
   __syncthreads();
-  // K block j of K/V head kv_head, found by each role after its setmaxnreg: read before it, the
-  // two values stayed live across the change and spilled at d = 64.
-  const auto block = [&](int& j, int& kv_head) {
+  int j, kv_head;  // K block j of K/V head kv_head
+  if constexpr (!kPacked) block_of<Tr::Bc>(p, j, kv_head);
+  // A packed block's, from shared memory, read by each role after its setmaxnreg: read before it,
+  // the two values stayed live across the change, and at d = 64 they spilled.
+  const auto packed_block = [&] {
     if constexpr (kPacked) {
       j = sm.place->j;
       kv_head = sm.place->kv_head;
-    } else {
-      block_of<Tr::Bc>(p, j, kv_head);
     }
   };
-  int j, kv_head;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (wg == 0) {
     sm90::setmaxnreg_dec<kProducerRegs<D, kDeterministic>>();
-    block(j, kv_head);
+    packed_block();
     if (t == 0) produce<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
     if constexpr (!Tr::kSplitD) {
       if (t == 32) write_dq<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
@@ -147,7 +143,7 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
     return;
   }
   sm90::setmaxnreg_inc<kConsumerRegs<D, kDeterministic>>();
-  block(j, kv_head);
+  packed_block();
   if constexpr (Tr::kSplitD) {
     ConsumerSplitD<T, D, kDeterministic, kPacked> c{p, sm, wg - 1, t, j, kv_head};
     c.run();

@@ -20,8 +20,7 @@
 //   LSE2, D     [kStages][Br] fp32         LSE2_i and D_i of each stage's Q block
 //   barriers    kv_full, q_full[s], q_empty[s], dq_full[2], dq_empty[2] (the dQ writer's: d = 64,
 //               128)
-//   place       a packed batch's block: its sequence, K block, K/V head, band and rows (BlockPlace);
-//               a dense block's band
+//   place       a packed batch's block: its sequence, K block, K/V head, band and rows (BlockPlace)
 // Tiles of 208 KiB at d = 128, 192 KiB at d = 64 and 224 KiB at d = 256; LSE2, D and the
 // barriers add about 1 KiB (d = 128, 256) and 2 KiB (d = 64).
 #pragma once
@@ -158,16 +157,16 @@ __device__ QRange q_range(const Band& band, int group, int j) {
 }
 
 // What the roles read of their block's place: the problem's (a dense block: the parameters, no
-// registers held) or the sequence's (a packed one: shared memory, BlockPlace). The band comes from
-// shared memory either way (a dense block's is copied there by thread 0): read from the parameters,
-// its fields were held in registers across the loops, and at d = 64 hopper-deterministic's kernel
-// spilled 44 bytes.
+// registers held) or the sequence's (a packed one: shared memory, BlockPlace).
 template <bool kPacked>
 struct Where {
   const BwdParams& p;
   const BlockPlace* place;
   __device__ const Band& band() const {
-    return place->band;
+    if constexpr (kPacked)
+      return place->band;
+    else
+      return p.b.band;
   }
   // The row of LSE2 and D, of the dQ accumulator, and the Q block of the turn counters, of Q
   // block i's first row in query head `head`.

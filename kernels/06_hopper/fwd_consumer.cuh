@@ -48,33 +48,61 @@ struct Consumer {
                     (!Tr::kIdlePadding && kIdeas.tma_epilogue && kIdeas.warp_specialized),
                 "O through Q's buffer: every warpgroup stores, through the epilogue that frees Q");
 
+  // d = 64: three consumer warpgroups at 160 registers a thread, which S (64), P (32) and O (32)
+  // nearly fill. There the tile's bookkeeping takes fewer registers (kLean): the warpgroup and
+  // thread are worked out from threadIdx where used, the two rings' positions are kept modulo two
+  // laps (all that buffer indices and parities need) in one register with the dynamic order's
+  // count, and the tile's head and sequence share one (a CUDA launch has at most 65535 heads B*H:
+  // common/shape_check.h). At d = 128 and 256 the plain members: the packed forms measured slower
+  // there.
+  static constexpr bool kLean = W == 3;
+
   const FwdParams& p;
   const Smem<T, D, kCausal>& sm;
-  // Consumer warpgroup 0 .. W-1 (after the producer's with warp specialisation), and the thread
-  // within it: worked out from threadIdx where they are used, not held in registers across the
-  // loop (at d = 64 the three warpgroups' 160 registers each have none to spare).
-  __device__ int wg() const { return threadIdx.x / 128 - (kIdeas.warp_specialized ? 1 : 0); }
-  __device__ int t() const { return threadIdx.x % 128; }
+  int wg_;  // consumer warpgroup: 0 .. W-1 (read through wg())
+  int t_;   // thread within the warpgroup (t())
   const Loader<T, D, kCausal, kIdeaBits>*
       refill;  // without warp specialisation: the thread that loads
 
   // The tile in hand.
   BlockSchedule sc;
-  // The tile's query head, and a packed batch's sequence (0 for a dense problem), in one
-  // register: head in the low 16 bits, the sequence above (a CUDA launch has at most 65535 heads
-  // B*H: common/shape_check.h).
-  uint32_t ids;
-  __device__ int head() const { return static_cast<int>(ids & 0xffff); }
-  __device__ int seq() const { return static_cast<int>(ids >> 16); }
-  // The two rings' positions, modulo two laps (all that buffer indices and parities need), in
-  // one register: g0, the block's iteration count before this tile (the K/V ring position of its
-  // first block), in the low byte; q_count, the tiles with keys before this one (this tile's Q is
-  // in buffer q_count % kQBuffers), in the next.
-  uint32_t rings;
+  int head_, seq_;  // the query head; packed: the tile's sequence (head(), seq())
+  int g0_;       // the block's iteration count before this tile: the K/V ring position of its first
+  int q_count_;  // tiles with keys before this one: this tile's Q is in buffer q_count % kQBuffers
+  uint32_t lean_ids_;    // kLean: head | seq << 16
+  uint32_t lean_rings_;  // kLean: g0 mod 2 kStages | q_count mod 2 kQBuffers << 8 | taken mod 4 << 16
   static constexpr uint32_t kGLaps = 2 * kStages, kQLaps = 2 * kQBuffers;
-  __device__ int g0_() const { return static_cast<int>(rings & 0xff); }
-  __device__ int qc_() const { return static_cast<int>((rings >> 8) & 0xff); }
-  __device__ int taken_() const { return static_cast<int>(rings >> 16); }
+
+  __device__ int wg() const {
+    return kLean ? static_cast<int>(threadIdx.x / 128) - (kIdeas.warp_specialized ? 1 : 0) : wg_;
+  }
+  __device__ int t() const { return kLean ? static_cast<int>(threadIdx.x % 128) : t_; }
+  __device__ int head() const { return kLean ? static_cast<int>(lean_ids_ & 0xffff) : head_; }
+  __device__ int seq() const { return kLean ? static_cast<int>(lean_ids_ >> 16) : seq_; }
+  __device__ int g0() const { return kLean ? static_cast<int>(lean_rings_ & 0xff) : g0_; }
+  __device__ int q_count() const {
+    return kLean ? static_cast<int>((lean_rings_ >> 8) & 0xff) : q_count_;
+  }
+  // The dynamic order's count of tiles taken (kLean: modulo two laps of its two-slot ring).
+  __device__ int taken() const { return static_cast<int>(lean_rings_ >> 16); }
+  __device__ void set_tile(const Tile& tl) {
+    if constexpr (kLean) {
+      lean_ids_ = static_cast<uint32_t>(tl.head) | static_cast<uint32_t>(tl.seq) << 16;
+    } else {
+      head_ = tl.head;
+      seq_ = tl.seq;
+    }
+  }
+  // After a tile with keys: the rings move on by its n_kv K/V blocks and one Q buffer.
+  __device__ void advance(int n_kv) {
+    if constexpr (kLean) {
+      lean_rings_ = (lean_rings_ & 0xffff0000u) | (g0() + n_kv) % kGLaps |
+                    static_cast<uint32_t>((q_count() + 1) % kQLaps) << 8;
+    } else {
+      g0_ += n_kv;
+      ++q_count_;
+    }
+  }
 
   float o[NO];
   float s[NS];
@@ -85,14 +113,17 @@ struct Consumer {
   // first warpgroup takes the turn passed to it last, so no arrival is left on a barrier.
   __device__ void run() {
     if (kPingpong && wg() == W - 1) sm90::named_arrive(kTurnBarrier + 0, 256);
-    rings = 0;
+    q_count_ = 0;
+    g0_ = 0;
+    lean_rings_ = 0;
     constexpr bool kDynamic = kDynamicOrder<Tr, kIdeaBits>;
     for (int n = 0;; ++n) {
-      const int tile = block_tile<kDynamic>(p, sm, kDynamic ? taken_() : n, false);
-      if constexpr (kDynamic) rings = (rings & 0xffff) | ((taken_() + 1) % 4) << 16;
+      const int tile = block_tile<kDynamic>(p, sm, kLean && kDynamic ? taken() : n, false);
+      if constexpr (kLean && kDynamic)
+        lean_rings_ = (lean_rings_ & 0xffffu) | static_cast<uint32_t>((taken() + 1) % 4) << 16;
       if (tile >= p.tiles) break;
       const Tile tl = tile_of<kIdeas.heavy_first, kPacked, Br>(p, tile);
-      ids = static_cast<uint32_t>(tl.head) | static_cast<uint32_t>(tl.seq) << 16;
+      set_tile(tl);
       const SeqView sv = seq_view<kPacked>(p, seq());
       sc = block_schedule<Br, Bc, kCausal>(p, sv, tl.q_block);
       if (sc.n_kv == 0) {  // causal, Nq > Nk (or a sequence without keys): no row sees a key
@@ -104,13 +135,13 @@ struct Consumer {
       m[0] = m[1] = -INFINITY;
       l[0] = l[1] = 0.f;
       if (refill) {  // no producer: this thread starts the tile's loads itself
-        refill->load_q(&p.q_map, head(), sc.q0, qc_());
+        refill->load_q(&p.q_map, head(), sc.q0, q_count());
         for (int it = 0; it < kStages && it < sc.n_kv; ++it) {
-          refill->load_k(&p.k_map, head() / p.group, sc, it, g0_() + it);
-          refill->load_v(&p.v_map, head() / p.group, sc, it, g0_() + it);
+          refill->load_k(&p.k_map, head() / p.group, sc, it, g0() + it);
+          refill->load_v(&p.v_map, head() / p.group, sc, it, g0() + it);
         }
       }
-      sm90::mbar_wait(sm.q_full() + qc_() % kQBuffers, (qc_() / kQBuffers) & 1);
+      sm90::mbar_wait(sm.q_full() + q_count() % kQBuffers, (q_count() / kQBuffers) & 1);
       // Every row of the warpgroup above row 0: padding of a causal head's first block.
       const bool idle = Tr::kIdlePadding && sc.q0 + 64 * wg() + 64 <= 0;
       if (idle)
@@ -123,7 +154,7 @@ struct Consumer {
         store_o_lse<T, D, kCausal, kIdeaBits>(
             p, sm, sc, kPacked ? p.seq_maps + 4 * seq() + 3 : &p.o_map, seq_view<kPacked>(p, seq()),
             head(), wg(), t(), o, m, l);
-      rings = (rings & 0xffff0000u) | (g0_() + sc.n_kv) % kGLaps | ((qc_() + 1) % kQLaps) << 8;
+      advance(sc.n_kv);
     }
     if (kPingpong && wg() == 0) sm90::named_sync(kTurnBarrier + 0, 256);
     if (kIdeas.tma_epilogue && t() == 0) sm90::bulk_wait_read();  // before shared memory goes
@@ -155,7 +186,7 @@ struct Consumer {
   // ---- the two products ----
   // S = Q K^T: 64 x Bc, D/16 steps of k16; both operands K-major in shared memory.
   __device__ void issue_s(int stage) {
-    const uint32_t q_base = smem_addr(sm.q() + qc_() % kQBuffers * Br * D) + wg() * 64 * 128;
+    const uint32_t q_base = smem_addr(sm.q() + q_count() % kQBuffers * Br * D) + wg() * 64 * 128;
     const uint32_t k_base = smem_addr(sm.k()) + stage * Bc * D * 2;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -181,17 +212,17 @@ struct Consumer {
 
   // ---- releases (and, without a producer, the refills they make possible) ----
   __device__ void release_k(int it) {
-    sm90::mbar_arrive(sm.k_empty() + (g0_() + it) % kStages);
+    sm90::mbar_arrive(sm.k_empty() + (g0() + it) % kStages);
     // The tile's last S has read Q (O through Q's buffer: the epilogue releases it after O's store).
     if (Tr::kOStage != OStage::in_q && it == sc.n_kv - 1)
-      sm90::mbar_arrive(sm.q_empty() + qc_() % kQBuffers);
+      sm90::mbar_arrive(sm.q_empty() + q_count() % kQBuffers);
     if (refill && it + kStages < sc.n_kv)
-      refill->load_k(&p.k_map, head() / p.group, sc, it + kStages, g0_() + it + kStages);
+      refill->load_k(&p.k_map, head() / p.group, sc, it + kStages, g0() + it + kStages);
   }
   __device__ void release_v(int it) {
-    sm90::mbar_arrive(sm.v_empty() + (g0_() + it) % kStages);
+    sm90::mbar_arrive(sm.v_empty() + (g0() + it) % kStages);
     if (refill && it + kStages < sc.n_kv)
-      refill->load_v(&p.v_map, head() / p.group, sc, it + kStages, g0_() + it + kStages);
+      refill->load_v(&p.v_map, head() / p.group, sc, it + kStages, g0() + it + kStages);
   }
 
   // ---- softmax ----
@@ -266,15 +297,15 @@ struct Consumer {
     const int n = sc.n_kv;
     float alpha[2];
     // Block 0 of the visiting order: S alone.
-    sm90::mbar_wait(sm.k_full() + g0_() % kStages, parity(g0_()));
-    on_tensor_cores([&] { issue_s(g0_() % kStages); });
+    sm90::mbar_wait(sm.k_full() + g0() % kStages, parity(g0()));
+    on_tensor_cores([&] { issue_s(g0() % kStages); });
     sm90::wgmma_wait<0>();
     sm90::pin(s);
     release_k(0);
     softmax(0, alpha);  // O is still 0: nothing to rescale
     pack_p();
     for (int it = 1; it < n; ++it) {
-      const int g = g0_() + it;
+      const int g = g0() + it;
       sm90::mbar_wait(sm.k_full() + g % kStages, parity(g));
       sm90::mbar_wait(sm.v_full() + (g - 1) % kStages, parity(g - 1));
       on_tensor_cores([&] {
@@ -292,7 +323,7 @@ struct Consumer {
       pack_p();
     }
     // P V of the last block.
-    const int g = g0_() + n - 1;
+    const int g = g0() + n - 1;
     sm90::mbar_wait(sm.v_full() + g % kStages, parity(g));
     on_tensor_cores([&] { issue_pv(g % kStages); });
     sm90::wgmma_wait<0>();
@@ -307,7 +338,7 @@ struct Consumer {
   __device__ void mainloop_idle() {
     const int n = sc.n_kv;
     for (int it = 0; it < n; ++it) {
-      const int g = g0_() + it;
+      const int g = g0() + it;
       sm90::mbar_wait(sm.k_full() + g % kStages, parity(g));
       take_turn();  // S (and the P V before it, with the overlap)
       pass_turn();
@@ -329,7 +360,7 @@ struct Consumer {
     const int n = sc.n_kv;
     float alpha[2];
     for (int it = 0; it < n; ++it) {
-      const int g = g0_() + it;
+      const int g = g0() + it;
       sm90::mbar_wait(sm.k_full() + g % kStages, parity(g));
       on_tensor_cores([&] { issue_s(g % kStages); });
       sm90::wgmma_wait<0>();

@@ -96,23 +96,30 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
         }
         loader.load_q(kPacked ? maps + 0 : &p.q_map, tl.head, sc.q0, q_count++);
         const int kv_head = tl.head / p.group;  // grouped heads: the K/V head it reads
-        // The visited K/V blocks from the last down (schedule.h's order), counted by the block
-        // itself: two registers for the loop where the producer has 24.
-        const int first = sc.kv_block<L::kLeft>(sc.n_kv - 1);
-        for (int kb = sc.kv_block<L::kLeft>(0); kb >= first; --kb, ++g) {
-          loader.load_k(kPacked ? maps + 1 : &p.k_map, kv_head, kb, g);
-          loader.load_v(kPacked ? maps + 2 : &p.v_map, kv_head, kb, g);
+        if constexpr (kPacked) {
+          // The visited K/V blocks from the last down (schedule.h's order), counted by the block
+          // itself: with the sequence's maps in hand, the 24 registers have no room for more.
+          const int first = sc.kv_block<L::kLeft>(sc.n_kv - 1);
+          for (int kb = sc.kv_block<L::kLeft>(0); kb >= first; --kb, ++g) {
+            loader.load_k(maps + 1, kv_head, kb, g);
+            loader.load_v(maps + 2, kv_head, kb, g);
+          }
+        } else {
+          for (int it = 0; it < sc.n_kv; ++it, ++g) {
+            loader.load_k(&p.k_map, kv_head, sc, it, g);
+            loader.load_v(&p.v_map, kv_head, sc, it, g);
+          }
         }
       }
       return;
     }
     sm90::setmaxnreg_inc<kConsumerRegs<Tr, kIdeaBits>>();
-    Consumer<T, D, kCausal, kIdeaBits> c{p, sm, nullptr};
+    Consumer<T, D, kCausal, kIdeaBits> c{p, sm, wg - 1, t, nullptr};
     c.run();
   } else {
     // No producer: thread 0 starts each tile's loads, then refills each stage as it is released.
     const L loader{p, sm, t};
-    Consumer<T, D, kCausal, kIdeaBits> c{p, sm, threadIdx.x == 0 ? &loader : nullptr};
+    Consumer<T, D, kCausal, kIdeaBits> c{p, sm, wg, t, threadIdx.x == 0 ? &loader : nullptr};
     c.run();
   }
 #endif

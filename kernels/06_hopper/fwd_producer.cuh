@@ -24,6 +24,9 @@ struct Loader {
   static constexpr int kQBuffers = Tr::kQBuffers;
   static constexpr int kBlocks = D / 64;                       // 64-column blocks per tile row
   static constexpr bool kLeft = (kIdeaBits & kLeftSide) != 0;  // the band's left side
+  // A packed batch's producer copies a tile's 64-column blocks in a loop, not unrolled: with the
+  // sequence's maps its 24 registers hold a d = 256 tile without a spill that way.
+  static constexpr int kUnroll = (kIdeaBits & kPackedBatch) != 0 ? 1 : D / 64;
 
   const FwdParams& p;
   const Smem<T, D, kCausal>& sm;
@@ -43,8 +46,7 @@ struct Loader {
     sm90::mbar_wait(sm.q_empty() + buf, ((count / kQBuffers) & 1) ^ 1);
     if constexpr (kIdeas.tma) {
       sm90::mbar_arrive_expect_tx(sm.q_full() + buf, Br * D * 2);
-      // Not unrolled: the producer's 24 registers hold a packed d = 256 tile without a spill.
-#pragma unroll 1
+#pragma unroll(kUnroll)
       for (int b = 0; b < kBlocks; ++b)
         sm90::tma_load_3d(tile + b * Br * 64, map, 64 * b, q0, head, sm.q_full() + buf);
     } else {
@@ -60,11 +62,11 @@ struct Loader {
   // here, at every load, cost the producer's 24 registers a spill).
   __device__ void load_k(const CUtensorMap* map, int kv_head, const BlockSchedule& sc, int it,
                          int g) const {
-    load_k(map, kv_head, sc.kv_block<kLeft>(it), g);
+    load_kv(sm.k(), sm.k_full(), sm.k_empty(), map, p.k, kv_head, sc.kv_block<kLeft>(it) * Bc, g);
   }
   __device__ void load_v(const CUtensorMap* map, int kv_head, const BlockSchedule& sc, int it,
                          int g) const {
-    load_v(map, kv_head, sc.kv_block<kLeft>(it), g);
+    load_kv(sm.v(), sm.v_full(), sm.v_empty(), map, p.v, kv_head, sc.kv_block<kLeft>(it) * Bc, g);
   }
   // The same by the K/V block's index.
   __device__ void load_k(const CUtensorMap* map, int kv_head, int kv_block, int g) const {
@@ -82,8 +84,7 @@ struct Loader {
     T* tile = ring + s * Bc * D;
     if constexpr (kIdeas.tma) {
       sm90::mbar_arrive_expect_tx(full + s, Bc * D * 2);
-      // Not unrolled: the producer's 24 registers hold a packed d = 256 tile without a spill.
-#pragma unroll 1
+#pragma unroll(kUnroll)
       for (int b = 0; b < kBlocks; ++b)
         sm90::tma_load_3d(tile + b * Bc * 64, map, 64 * b, row0, head, full + s);
     } else {
