@@ -194,7 +194,11 @@ __device__ int block_tile(const FwdParams& p, const SmemT& sm, int n, bool annou
     return blockIdx.x + n * gridDim.x;
   } else {
     if (!announcer) return sm.take_announced_tile(n);
-    const int tile = n == 0 ? blockIdx.x : gridDim.x + atomicAdd(p.tile_counter, 1);
+    // The grid's size read where it is used (a volatile read of %nctaid.x): ptxas held gridDim.x
+    // in a register across the producer's loop, and the packed d = 64 producer spilled it.
+    uint32_t blocks;
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(blocks));
+    const int tile = n == 0 ? blockIdx.x : static_cast<int>(blocks) + atomicAdd(p.tile_counter, 1);
     sm.announce_tile(n, tile);
     return tile;
   }
