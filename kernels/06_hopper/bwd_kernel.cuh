@@ -4,11 +4,11 @@
 // live in bwd_producer.cuh (loads), bwd_dq_writer.cuh (dQ partials out), bwd_consumer.cuh
 // (products, dK and dV out) and bwd_schedule.cuh (which Q blocks, where in shared memory).
 //
-//   producer warpgroup, 24 registers a thread:
+//   producer warpgroup, 24 registers a thread (32 in hopper-deterministic at d = 128):
 //     thread 0    K_j, V_j once; then Q_i, dO_i, LSE2_i, D_i into a ring of kStages stages
 //     thread 32   the dQ writer: each staged dQ_i partial into the fp32 accumulator by a bulk
 //                 reduce-add; hopper-deterministic in a fixed order (turns on counters)
-//   consumer warpgroups w = 0, 1, 240 registers a thread: keys 64w .. 64w + 63 of the block
+//   consumer warpgroups w = 0, 1, 240 registers a thread (232 there): keys 64w .. 64w + 63
 //     per Q block i: S^T, dP^T, P^T, dS^T; dV_w, dK_w; a 64 x 64 piece of dQ_i to the writer
 //     at the end: dK_w * scale, dV_w out by bulk tensor stores
 //

@@ -130,7 +130,8 @@ struct BwdSmem {
 // group: the steps at which the K blocks of a K/V head reach (query head, Q block i) stay the same
 // for all of them, as with one head.
 // The producer and the dQ writer walk the steps with a QStep, counted on without a division (their
-// threads have 24 registers; the consumers work the Q block out of the step count).
+// threads have 24 registers, 32 in hopper-deterministic at d = 128; the consumers work the Q
+// block out of the step count).
 struct QStep {
   int i;  // Q block
   int h;  // query head of the group: 0 .. group - 1
