@@ -70,8 +70,9 @@ struct Consumer {
   int g0_;       // the block's iteration count before this tile: the K/V ring position of its first
   int q_count_;  // tiles with keys before this one: this tile's Q is in buffer q_count % kQBuffers
   uint32_t lean_ids_;    // kLean: head | seq << 16
-  uint32_t lean_rings_;  // kLean: g0 mod 2 kStages | q_count mod 2 kQBuffers << 8 | taken mod 4 << 16
-  static constexpr uint32_t kGLaps = 2 * kStages, kQLaps = 2 * kQBuffers;
+  // kLean: g0 mod 2 kStages in bits 0-7, q_count mod 2 kQBuffers in 8-15, taken mod 4 from 16.
+  uint32_t lean_rings_;
+  static constexpr uint32_t kGLaps = 2 * kStages, kQLaps = 2 * kQBuffers, kTakenLaps = 4;
 
   __device__ int wg() const {
     return kLean ? static_cast<int>(threadIdx.x / 128) - (kIdeas.warp_specialized ? 1 : 0) : wg_;
@@ -83,8 +84,12 @@ struct Consumer {
   __device__ int q_count() const {
     return kLean ? static_cast<int>((lean_rings_ >> 8) & 0xff) : q_count_;
   }
-  // The dynamic order's count of tiles taken (kLean: modulo two laps of its two-slot ring).
+  // The dynamic order's count of tiles taken, modulo two laps of its two-slot ring (kLean only:
+  // elsewhere run()'s loop counter is the count).
   __device__ int taken() const { return static_cast<int>(lean_rings_ >> 16); }
+  __device__ void count_taken() {
+    lean_rings_ = (lean_rings_ & 0xffffu) | static_cast<uint32_t>((taken() + 1) % kTakenLaps) << 16;
+  }
   __device__ void set_tile(const Tile& tl) {
     if constexpr (kLean) {
       lean_ids_ = static_cast<uint32_t>(tl.head) | static_cast<uint32_t>(tl.seq) << 16;
@@ -119,8 +124,7 @@ struct Consumer {
     constexpr bool kDynamic = kDynamicOrder<Tr, kIdeaBits>;
     for (int n = 0;; ++n) {
       const int tile = block_tile<kDynamic>(p, sm, kLean && kDynamic ? taken() : n, false);
-      if constexpr (kLean && kDynamic)
-        lean_rings_ = (lean_rings_ & 0xffffu) | static_cast<uint32_t>((taken() + 1) % 4) << 16;
+      if constexpr (kLean && kDynamic) count_taken();
       if (tile >= p.tiles) break;
       const Tile tl = tile_of<kIdeas.heavy_first, kPacked, Br>(p, tile);
       set_tile(tl);
