@@ -42,6 +42,9 @@ struct Consumer {
   static constexpr int NA = Br / 4;  // P^T (dS^T) as 16-bit pairs: the A operand, Br/16 k-steps
   static constexpr int NKV = D / 2;  // dK_w (dV_w) accumulators: 64 x D over 128 threads
   static constexpr int NQ = 32;      // the dQ piece: 64 x 64 over 128 threads
+  // The masked copy's form (bwd_scores.cuh): by constants but in the packed deterministic kernel at
+  // d = 64, where that form spilled 4 bytes and the other none (and the reverse in the dense one).
+  static constexpr bool kMaskByConstants = !(D == 64 && kDeterministic && kPacked);
 
   const BwdParams& p;
   const BwdSmem<T, D>& sm;
@@ -64,11 +67,18 @@ struct Consumer {
 #pragma unroll
     for (int e = 0; e < NKV; ++e) dk[e] = dv[e] = 0.f;
     sm90::mbar_wait(sm.kv_full, 0);
-    // The producer's order (QRange::next), the Q block worked out from the step: a division costs
-    // these threads fewer registers than carrying the step's head along.
-    const int per_head = qr.end - qr.begin;
-    for (int n = 0; n < qr.count(); ++n)
-      step(qr.down ? qr.end - 1 - n / qr.group : qr.begin + n % per_head, n);
+    // The producer's order (QRange::next), the step's Q block and head worked out from the step
+    // count (QRange::at): a division costs these threads fewer registers than carrying the
+    // step's head along. The walk ends when the Q block (walking down) or the head (walking up)
+    // runs past the range, so that the number of steps is not held too (at d = 64, where S^T,
+    // dP^T, dK and dV take 192 of the 240 registers, it was one register too many).
+    if (qr.count() > 0) {
+      for (int n = 0;; ++n) {
+        const QStep st = qr.at(n);
+        if (qr.down ? st.i < qr.begin : st.h == qr.group) break;
+        step(st.i, n);
+      }
+    }
     epilogue();
   }
 
@@ -124,7 +134,8 @@ struct Consumer {
     sm90::wgmma_wait<1>();  // S^T is done; dP^T may still run
     sm90::pin(st);
     if (at().band().cuts(i * Br, Br, j * Bc, Bc))
-      probabilities<true, Br>(st, sm.lse2(s), at().band(), p.b.scale_log2, j * Bc + 64 * w, i, t);
+      probabilities<true, Br, kMaskByConstants>(st, sm.lse2(s), at().band(), p.b.scale_log2,
+                                                j * Bc + 64 * w, i, t);
     else
       probabilities<false, Br>(st, sm.lse2(s), at().band(), p.b.scale_log2, j * Bc + 64 * w, i, t);
 

@@ -26,40 +26,59 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
-template <class T, int D, bool kDeterministic, bool kPacked>
+// kLean: the thread has 24 registers (kProducerRegs, bwd_kernel.cuh), and only n, j and kv_head
+// live across the loop; the rest (the range, the step's Q block and head) is worked out again
+// from them at each step: held across the loop and the turn's wait, it spilled at d = 64. With 32
+// registers (hopper-deterministic at d = 128) the steps are counted on (QRange::next), which
+// keeps the work between one turn and the next short: with the step worked out again at each
+// step there, hopper-deterministic ran 6-7 % slower (bf16, N = 16384, non-causal; docs/perf.md).
+template <class T, int D, bool kDeterministic, bool kPacked, bool kLean>
 __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int kv_head) {
   constexpr int Br = BwdTraits<D>::Br, Bc = BwdTraits<D>::Bc;
   const Where<kPacked> at{p, sm.place};
-  const QRange qr = q_range<Br, Bc, kDeterministic>(at.band(), p.b.group, j);
-  // This block's split, and its place in the split's chain of turns.
-  const int S = kDeterministic ? p.b.dq_splits : 1, split = j % S;
   // The band's first K block for Q block i is max(0, floor((i Br + offset - left) / Bc))
   // (common/band.h: Band::k_blocks), Bc = 128 a shift.
   static_assert(Bc == 128, "the first K block by a shift");
-  float* split_base = p.b.dQ_accum + split * p.b.split_stride;
+  // This block's dQ split (hopper-deterministic), held across the loop unless kLean.
+  const int held_split = kLean ? 0 : j % (kDeterministic ? p.b.dq_splits : 1);
+  QRange qr = q_range<Br, Bc, kDeterministic>(at.band(), p.b.group, j);
   QStep st = qr.first();
-  for (int n = 0; n < qr.count(); ++n, st = qr.next(st)) {
+  for (int n = 0;; ++n) {
+    if constexpr (kLean) {
+      qr = q_range<Br, Bc, kDeterministic>(at.band(), p.b.group, j);
+      if (n >= qr.count()) break;
+      st = qr.at(n);
+    } else {
+      if (n > 0) st = qr.next(st);
+      if (n >= qr.count()) break;
+    }
     const int i = st.i, buf = n % 2;
     const int head = kv_head * qr.group + st.h;  // the query head of this step
+    // This block's split, and its place in the split's chain of turns.
+    const int S = kDeterministic ? p.b.dq_splits : 1;
     sm90::mbar_wait(sm.dq_full + buf, (n / 2) & 1);
-    int* turn = kDeterministic ? p.dq_turn + at.turn_block(head, i) * S + split : nullptr;
     // The chain of Q block i in this split: the split's K blocks that meet Q block i are the
     // first one at or past the band's first K block and every S-th after it. The counter holds
     // one past the last writer's K block (0: none yet); this block's turn comes after j - S, or
     // first of all when j - S does not meet Q block i (always j < S without a window's left side).
     const Band& band = at.band();
     const bool first = j - S < max(0, (i * Br + band.offset - band.left) >> 7);
-    const int want = first ? 0 : j - S + 1;
+    const int rows = min(Br, band.Nq - i * Br);  // the last Q block may be ragged
+    float* dst = p.b.dQ_accum + (kLean ? j % S : held_split) * p.b.split_stride +
+                 at.accum_row(head, i, Br) * D;
+    const uint32_t bytes = static_cast<uint32_t>(rows * D * 4);
+    int* turn = kDeterministic
+                    ? p.dq_turn + at.turn_block(head, i) * S + (kLean ? j % S : held_split)
+                    : nullptr;
     if constexpr (kDeterministic) {
       // A K/V head's K blocks start in order of j (block_in), and a block waits only for smaller
-      // ones, which never wait for a larger one: the wait always ends.
+      // ones, which never wait for a larger one: the wait always ends. What is written after
+      // the wait (dst, bytes, turn) is worked out before it, so that only those live across it.
+      const int want = first ? 0 : j - S + 1;
       while (sm90::load_acquire(turn) != want) {
       }
       sm90::fence_proxy_async_global();  // the earlier blocks' additions, seen by this one's
     }
-    const int rows = min(Br, band.Nq - i * Br);  // the last Q block may be ragged
-    float* dst = split_base + at.accum_row(head, i, Br) * D;
-    const uint32_t bytes = static_cast<uint32_t>(rows * D * 4);
     if (kDeterministic && first)  // the split's first writer of these rows
       sm90::bulk_store(dst, smem_addr(sm.dq(buf)), bytes);
     else

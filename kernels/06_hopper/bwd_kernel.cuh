@@ -122,28 +122,35 @@ __global__ void __launch_bounds__(BwdTraits<D>::kThreads, 1)
   }
   __syncthreads();
   int j, kv_head;  // K block j of K/V head kv_head
-  if constexpr (!kPacked) block_of<Tr::Bc>(p, j, kv_head);
-  // A packed block's, from shared memory, read by each role after its setmaxnreg: read before it,
-  // the two values stayed live across the change, and at d = 64 they spilled.
-  const auto packed_block = [&] {
+  // Worked out by each role after its setmaxnreg (a dense block's from its index, a packed one's
+  // from shared memory): worked out before it, the two values stayed live across the change, and
+  // in the 24-register producer warpgroup at d = 64 they spilled.
+  const auto find_block = [&] {
     if constexpr (kPacked) {
       j = sm.place->j;
       kv_head = sm.place->kv_head;
+    } else {
+      block_of<Tr::Bc>(p, j, kv_head);
     }
   };
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (wg == 0) {
     sm90::setmaxnreg_dec<kProducerRegs<D, kDeterministic>>();
-    packed_block();
-    if (t == 0) produce<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
-    if constexpr (!Tr::kSplitD) {
-      if (t == 32) write_dq<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
+    if (t == 0) {
+      find_block();
+      produce<T, D, kDeterministic, kPacked>(p, sm, j, kv_head);
+    } else if (t == 32) {
+      if constexpr (!Tr::kSplitD) {
+        find_block();
+        write_dq<T, D, kDeterministic, kPacked, (kProducerRegs<D, kDeterministic> < 32)>(p, sm, j,
+                                                                                     kv_head);
+      }
     }
     return;
   }
   sm90::setmaxnreg_inc<kConsumerRegs<D, kDeterministic>>();
-  packed_block();
+  find_block();
   if constexpr (Tr::kSplitD) {
     ConsumerSplitD<T, D, kDeterministic, kPacked> c{p, sm, wg - 1, t, j, kv_head};
     c.run();

@@ -146,6 +146,12 @@ struct QRange {
   int group;  // query heads per K/V head
   __device__ int count() const { return (end - begin) * group; }
   __device__ QStep first() const { return {down ? end - 1 : begin, 0}; }
+  // Step n, worked out by a division (the consumers, and the dQ writer).
+  __device__ QStep at(int n) const {
+    if (down) return {end - 1 - n / group, n % group};
+    const int per_head = end - begin;
+    return {begin + n % per_head, n / per_head};
+  }
   __device__ QStep next(QStep s) const {
     if (down) return s.h + 1 < group ? QStep{s.i, s.h + 1} : QStep{s.i - 1, 0};
     return s.i + 1 < end ? QStep{s.i + 1, s.h} : QStep{begin, s.h + 1};

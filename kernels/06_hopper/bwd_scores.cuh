@@ -25,19 +25,25 @@ __device__ __forceinline__ int frag_col(int t, int e) {
 // +inf and give 0 without a test, as do rows that see no key. scale_log2 is taken by reference, so
 // that each product reads it from the kernel's parameters where it is used, as the kernels did
 // before this function was shared (the same machine code).
-template <bool kMasked, int Br, int NS>
+//
+// kByConstants: the mask's two forms, the same test. Key k (a row here) is seen by the queries
+// k - offset - right <= q <= k - offset + left (common/band.h), i.e. by the tile's columns
+// first_col <= c <= last_col; a key past Nk by none. Per row of the thread: the first and the last
+// column. With kByConstants both are taken less the thread's own part of every column index
+// (2 (t mod 4)), so that each element is tested against a constant; without, against its column,
+// which ptxas keeps in registers. Which form fits the 240 registers of a d = 64 consumer differs
+// by kernel (ptxas spilled 8 bytes in one and 4 in another): bwd_consumer.cuh picks per kernel.
+template <bool kMasked, int Br, bool kByConstants = true, int NS>
 __device__ void probabilities(float (&s)[NS], const float* lse2, const Band& band,
                               const float& scale_log2, int key0, int i, int t) {
-  // Key k (a row here) is seen by the queries k - offset - right <= q <= k - offset + left
-  // (common/band.h), i.e. by the tile's columns first_col <= c <= last_col; a key past Nk by
-  // none. Per row of the thread: the first and the last column.
   int first_col[2], last_col[2];
+  const int own = kByConstants ? frag_col(t, 0) : 0;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = key0 + frag_row(t, 2 * r);
     const int c = key - band.offset - i * Br;
-    first_col[r] = key >= band.Nk ? Br : c - band.right;
-    last_col[r] = c + band.left;
+    first_col[r] = (key >= band.Nk ? Br : c - band.right) - own;
+    last_col[r] = c + band.left - own;
   }
 #pragma unroll
   for (int e = 0; e < NS; e += 2) {
@@ -47,7 +53,7 @@ __device__ void probabilities(float (&s)[NS], const float* lse2, const Band& ban
       float& x = s[e + h];
       x = fast_exp2(fmaf(x, scale_log2, -(h ? l2.y : l2.x)));
       if constexpr (kMasked) {
-        const int c = frag_col(t, e + h);
+        const int c = frag_col(t, e + h) - own;  // kByConstants: a constant
         if (c < first_col[(e >> 1) & 1] || c > last_col[(e >> 1) & 1]) x = 0.f;
       }
     }
