@@ -30,8 +30,8 @@ namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 // live across the loop; the rest (the range, the step's Q block and head) is worked out again
 // from them at each step: held across the loop and the turn's wait, it spilled at d = 64. With 32
 // registers (hopper-deterministic at d = 128) the steps are counted on (QRange::next), which
-// keeps the work between one turn and the next short: with the step worked out again at each
-// step there, hopper-deterministic ran 6-7 % slower (bf16, N = 16384, non-causal; docs/perf.md).
+// keeps the work between one turn and the next short (the two forms measured the same, within the
+// spread of two runs: docs/perf.md, "The last spills of the Hopper backward").
 template <class T, int D, bool kDeterministic, bool kPacked, bool kLean>
 __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int kv_head) {
   constexpr int Br = BwdTraits<D>::Br, Bc = BwdTraits<D>::Bc;
