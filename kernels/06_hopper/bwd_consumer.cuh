@@ -63,7 +63,7 @@ struct Consumer {
   __device__ Where<kPacked> at() const { return {p, sm.place}; }
 
   __device__ void run() {
-    const QRange qr = q_range<Br, Bc, kDeterministic, false>(at().band(), p.b.group, j);
+    const QRange qr = q_range<Br, Bc, kDeterministic>(at().band(), p.b.group, j);
 #pragma unroll
     for (int e = 0; e < NKV; ++e) dk[e] = dv[e] = 0.f;
     sm90::mbar_wait(sm.kv_full, 0);
@@ -72,18 +72,9 @@ struct Consumer {
     // step's head along. The walk ends when the Q block (walking down) or the head (walking up)
     // runs past the range, so that the number of steps is not held too (at d = 64, where S^T,
     // dP^T, dK and dV take 192 of the 240 registers, it was one register too many).
-    // A rotated walk (kRotates) works its start out again at each step from j, read through an
-    // opaque move so that the compiler cannot hold it across the loop.
     if (qr.count() > 0) {
       for (int n = 0;; ++n) {
-        QStep st;
-        if constexpr (kRotates<D, kDeterministic>) {
-          QRange q = qr;
-          q.start = rotated_start(qr.begin, qr.end, sm90::opaque(j));
-          st = q.at_rotated(n);
-        } else {
-          st = qr.at(n);
-        }
+        const QStep st = qr.at(n);
         if (qr.down ? st.i < qr.begin : st.h == qr.group) break;
         step(st.i, n);
       }

@@ -68,15 +68,16 @@ struct ConsumerSplitD {
   __device__ Where<kPacked> at() const { return {p, sm.place}; }
 
   __device__ void run() {
-    const QRange qr = q_range<Br, Bc, kDeterministic, false>(at().band(), p.b.group, j);
+    const QRange qr = q_range<Br, Bc, kDeterministic>(at().band(), p.b.group, j);
 #pragma unroll
     for (int e = 0; e < NKV; ++e) dk[e] = dv[e] = 0.f;
     sm90::mbar_wait(sm.kv_full, 0);
     // The producer's order (QRange::next), worked out from the step.
-    const int count = qr.count();
+    const int per_head = qr.end - qr.begin, count = qr.count();
     if (count > 0) issue_step_scores(0);
     for (int n = 0; n < count; ++n) {
-      step(qr.at(n).i, n, n + 1 < count);
+      const int i = qr.down ? qr.end - 1 - n / qr.group : qr.begin + n % per_head;
+      step(i, n, n + 1 < count);
     }
     epilogue();
   }

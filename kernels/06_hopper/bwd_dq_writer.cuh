@@ -41,16 +41,15 @@ __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int
   static_assert(Bc == 128, "the first K block by a shift");
   // This block's dQ split (hopper-deterministic), held across the loop unless kLean.
   const int held_split = kLean ? 0 : j % (kDeterministic ? p.b.dq_splits : 1);
-  constexpr bool kRot = kRotates<D, kDeterministic>;
-  QRange qr = q_range<Br, Bc, kDeterministic, kRot>(at.band(), p.b.group, j);
+  QRange qr = q_range<Br, Bc, kDeterministic>(at.band(), p.b.group, j);
   QStep st = qr.first();
   for (int n = 0;; ++n) {
     if constexpr (kLean) {
-      qr = q_range<Br, Bc, kDeterministic, kRot>(at.band(), p.b.group, j);
+      qr = q_range<Br, Bc, kDeterministic>(at.band(), p.b.group, j);
       if (n >= qr.count()) break;
-      st = kRot ? qr.at_rotated(n) : qr.at(n);
+      st = qr.at(n);
     } else {
-      if (n > 0) st = kRot ? qr.next_rotated(st) : qr.next(st);
+      if (n > 0) st = qr.next(st);
       if (n >= qr.count()) break;
     }
     const int i = st.i, buf = n % 2;

@@ -24,8 +24,7 @@ __device__ void produce(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int 
   using Tr = BwdTraits<D>;
   constexpr int Br = Tr::Br, Bc = Tr::Bc, S = Tr::kStages;
   const Where<kPacked> at{p, sm.place};
-  constexpr bool kRot = kRotates<D, kDeterministic>;
-  const QRange qr = q_range<Br, Bc, kDeterministic, kRot>(at.band(), p.b.group, j);
+  const QRange qr = q_range<Br, Bc, kDeterministic>(at.band(), p.b.group, j);
   if constexpr (kPacked) {  // the sequence's maps, made by the map kernel (seq_maps.cuh)
     for (int m = kMapQ; m <= kMapV; ++m) sm90::tensormap_acquire(at.map(m));
   }
@@ -37,7 +36,7 @@ __device__ void produce(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int 
                       sm.kv_full);
   }
   QStep st = qr.first();
-  for (int n = 0; n < qr.count(); ++n, st = kRot ? qr.next_rotated(st) : qr.next(st)) {
+  for (int n = 0; n < qr.count(); ++n, st = qr.next(st)) {
     const int i = st.i, s = n % S;
     const int head = kv_head * qr.group + st.h;  // the query head of this step
     sm90::mbar_wait(sm.q_empty + s, ((n / S) & 1) ^ 1);  // both warpgroups are done with it

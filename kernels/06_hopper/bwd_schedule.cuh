@@ -140,55 +140,27 @@ struct QStep {
 // walking up (hopper) the Q blocks do, so that the blocks of one K/V head work on the Q, dO and dQ
 // rows of one query head at a time and those stay in L2 (a group of 4 heads' rows at N = 16384 is
 // 64 MiB, more than the 50 MiB of the H200's L2).
-// Walking up, a K block whose range starts at Q block 0 (no mask, or a band with no right side:
-// every K block's range starts there) starts its walk at Q block j mod (its range's length) and
-// wraps around: otherwise all the K blocks of a head would send their dQ_i pieces to the same Q
-// block at the same step, every SM's reduce-adds on the same 64 KiB of the accumulator at L2.
-// Under the causal mask (or a window's right side) the ranges start at the diagonal, one Q block
-// further every K block: staggered already, and walked from there.
 struct QRange {
   int begin, end;
-  int start;  // the walk's first Q block (walking up; walking down, end - 1 is)
   bool down;
   int group;  // query heads per K/V head
   __device__ int count() const { return (end - begin) * group; }
-  __device__ QStep first() const { return {down ? end - 1 : start, 0}; }
-  // Step n, worked out by a division (the consumers, and the dQ writer), for a walk up from
-  // begin (start == begin) or down.
+  __device__ QStep first() const { return {down ? end - 1 : begin, 0}; }
+  // Step n, worked out by a division (the consumers, and the dQ writer).
   __device__ QStep at(int n) const {
     if (down) return {end - 1 - n / group, n % group};
     const int per_head = end - begin;
     return {begin + n % per_head, n / per_head};
   }
-  // Step n of a walk up from start, wrapping around at end.
-  __device__ QStep at_rotated(int n) const {
-    const int per_head = end - begin;
-    const int i = start + n % per_head;
-    return {i < end ? i : i - per_head, n / per_head};
-  }
   __device__ QStep next(QStep s) const {
     if (down) return s.h + 1 < group ? QStep{s.i, s.h + 1} : QStep{s.i - 1, 0};
     return s.i + 1 < end ? QStep{s.i + 1, s.h} : QStep{begin, s.h + 1};
   }
-  __device__ QStep next_rotated(QStep s) const {
-    const int i = s.i + 1 < end ? s.i + 1 : begin;
-    return {i, i == start ? s.h + 1 : s.h};
-  }
 };
-// The walk's first Q block (walking up): j mod (the range's length) when the range starts at 0.
-// Only hopper at d = 128 walks so (kRotates): at d = 64 any change to the consumers' walk spills
-// (their registers are full: S^T, dP^T, dK and dV take 192 of 240), and at d = 256 this kernel
-// sends no dQ (bwd_dq_pass.cuh does).
-template <int D, bool kDeterministic>
-constexpr bool kRotates = !kDeterministic && D == 128;
-__device__ inline int rotated_start(int begin, int end, int j) {
-  return begin == 0 && end > 0 ? j % end : begin;
-}
-template <int Br, int Bc, bool kDown, bool kRotate>
+template <int Br, int Bc, bool kDown>
 __device__ QRange q_range(const Band& band, int group, int j) {
   const BlockRange r = band.q_blocks(j, Bc, Br);  // common/band.h: causal, window or neither
-  const int end = r.end > r.begin ? r.end : r.begin;
-  return {r.begin, end, kRotate ? rotated_start(r.begin, end, j) : r.begin, kDown, group};
+  return {r.begin, r.end > r.begin ? r.end : r.begin, kDown, group};
 }
 
 // What the roles read of their block's place: the problem's (a dense block: the parameters, no

@@ -18,8 +18,7 @@
 // The backward is FA2's outer-K pass (common/cpu/bwd.h), as the CUDA kernel runs it: one worker
 // per (head, K block j) walks the Q blocks that see its keys, dK_j and dV_j on chip, and adds each
 // dQ_i partial into an accumulator. hopper's workers race (atomic adds, as the bulk reduce-adds
-// race at L2; at d = 128 each starts where the kernel's block does: RotatedAtomicAddDQ).
-// hopper-deterministic's take turns: worker j adds into split j mod 2 of Q block i
+// race at L2). hopper-deterministic's take turns: worker j adds into split j mod 2 of Q block i
 // only once the workers before it in that split have (a counter per (head, Q block, split), as on
 // the GPU), and the convert sums the two splits in order, so every element of dQ is the same sum
 // on every run; its workers walk their Q blocks downwards, as the kernel's do (bwd_schedule.cuh
@@ -136,21 +135,6 @@ struct TurnDQ {
   }
 };
 
-// hopper's dQ policy: atomic adds, and at d = 128 the kernel's rotated walk (bwd_schedule.cuh:
-// K block j starts at Q block j mod the end of its range when the range starts at 0, so that the
-// workers of a head do not all add into the same Q block at once).
-template <class T>
-struct RotatedAtomicAddDQ : AtomicAddDQ<T> {
-  cuda::Band band;
-  int Br, Bc;
-  bool rotate;
-  int64_t first_q_block(int64_t j) const {
-    if (!rotate) return 0;
-    const cuda::BlockRange r = band.q_blocks(static_cast<int>(j), Bc, Br);
-    return r.begin == 0 && r.end > 0 ? j % r.end : 0;
-  }
-};
-
 // The CPU options with the dQ pass's blocks (schedule.h).
 CpuOptions dq_pass_blocks(const CpuOptions& o) {
   CpuOptions b = o;
@@ -195,8 +179,7 @@ void hopper_bwd(const Problem& p, const Inputs& in, const Forward& fwd, const Cp
     }
   } else {
     std::vector<T> accum(o.dry_run ? 0 : static_cast<size_t>(s.q_elems()), T(0));
-    RotatedAtomicAddDQ<T> dq{{accum, s.Nq, s.d}, cuda::band_of(p), static_cast<int>(o.Br),
-                             static_cast<int>(o.Bc), s.d == 128};
+    AtomicAddDQ<T> dq{accum, s.Nq, s.d};
     outer_k_pass(p, in, fwd.LSE, D, o, g, cnt, dq);
     convert_dq(p, o, accum, g, cnt);
   }

@@ -134,17 +134,6 @@ constexpr bool walks_q_down() {
     return false;
 }
 
-// The Q block a worker for K block j starts its walk at (walking up; it wraps around at the last
-// one): the policy's first_q_block(j) where it has one (hopper at d = 128: bwd_schedule.cuh), else
-// the first.
-template <class DQ>
-int64_t first_q_block(const DQ& dq, int64_t j) {
-  if constexpr (requires { dq.first_q_block(j); })
-    return dq.first_q_block(j);
-  else
-    return 0;
-}
-
 // FA2's outer-K pass. Per K block: read K_j, V_j; per visited pair (of every query head of the
 // group): read Q_i, dO_i, LSE_i, D_i, 2*m*n*k FLOPs per product, and whatever the dQ policy moves;
 // per K block at the end: write dK_j, dV_j. The policy DQ offers count(counters, rows, d) and
@@ -177,11 +166,9 @@ void outer_k_pass(const Problem& p, const Inputs& in, const HostTensor& LSE,
           std::fill(dK.begin(), dK.end(), T(0));
           std::fill(dV.begin(), dV.end(), T(0));
         }
-        const int64_t first = first_q_block(dq, j);
         for (int64_t n = 0; n < s.group() * qb.count(); ++n) {  // the group's heads, one by one
           const int64_t h = s.first_q_of(kh) + n / qb.count(), n_in_head = n % qb.count();
-          const int64_t i = walks_q_down<DQ>() ? qb.count() - 1 - n_in_head
-                                               : (first + n_in_head) % qb.count();
+          const int64_t i = walks_q_down<DQ>() ? qb.count() - 1 - n_in_head : n_in_head;
           const int64_t r0 = qb.begin(i), rows = qb.size(i);
           const TileMask mask = tile_mask(p, r0, rows, c0, cols);
           if (!count_tile(total, mask)) continue;

@@ -88,14 +88,6 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
-// x, through a move the compiler cannot see through or hoist out of a loop: a value worked out
-// from it is worked out again where it is used, not held in a register across the loop.
-__device__ __forceinline__ int opaque(int x) {
-  int y;
-  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
-  return y;
-}
-
 // A counter another CTA waits on: read with acquire (this thread then sees every write the
 // releasing thread made before its release), written with release. GPU scope.
 __device__ __forceinline__ int load_acquire(const int* at) {
