@@ -40,7 +40,7 @@ __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int
   // (common/band.h: Band::k_blocks), Bc = 128 a shift.
   static_assert(Bc == 128, "the first K block by a shift");
   // This block's dQ split (hopper-deterministic), held across the loop unless kLean.
-  const int held_split = kLean ? 0 : j % dq_accums<D, kDeterministic>(p);
+  const int held_split = kLean ? 0 : j % (kDeterministic ? p.b.dq_splits : 1);
   QRange qr = q_range<Br, Bc, kDeterministic>(at.band(), p.b.group, j);
   QStep st = qr.first();
   for (int n = 0;; ++n) {
@@ -55,7 +55,7 @@ __device__ void write_dq(const BwdParams& p, const BwdSmem<T, D>& sm, int j, int
     const int i = st.i, buf = n % 2;
     const int head = kv_head * qr.group + st.h;  // the query head of this step
     // This block's split, and its place in the split's chain of turns.
-    const int S = dq_accums<D, kDeterministic>(p);
+    const int S = kDeterministic ? p.b.dq_splits : 1;
     sm90::mbar_wait(sm.dq_full + buf, (n / 2) & 1);
     // The chain of Q block i in this split: the split's K blocks that meet Q block i are the
     // first one at or past the band's first K block and every S-th after it. The counter holds

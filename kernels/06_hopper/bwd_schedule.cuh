@@ -163,16 +163,6 @@ __device__ QRange q_range(const Band& band, int group, int j) {
   return {r.begin, r.end > r.begin ? r.end : r.begin, kDown, group};
 }
 
-// The fp32 dQ accumulators K block j adds into (accumulator j mod this count): hopper-deterministic's
-// splits; hopper's two at d = 128, so that the 2 x 64 K blocks of a head at N = 16384, which reach
-// each Q block at the same step, add into two copies of its 64 KiB instead of one (the convert pass
-// sums them); one at d = 64.
-template <int D, bool kDeterministic>
-__device__ int dq_accums(const BwdParams& p) {
-  if constexpr (kDeterministic) return p.b.dq_splits;
-  return D == 128 ? 2 : 1;
-}
-
 // What the roles read of their block's place: the problem's (a dense block: the parameters, no
 // registers held) or the sequence's (a packed one: shared memory, BlockPlace).
 template <bool kPacked>

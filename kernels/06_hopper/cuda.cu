@@ -138,13 +138,8 @@ std::string rung_check(const Problem& p) {
 // The backward's workspace, as every FA2 backward of the ladder has it (LSE2, D, one fp32 dQ
 // accumulator: common/fa2_bwd/params.h; none at d = 256, where the dQ pass writes dQ itself), and
 // after it the forward's tile counter (the dynamic order of causal tiles: fwd_schedule.cuh).
-// hopper's dQ accumulators: two at d = 128 (bwd_schedule.cuh: dq_accums), one at d = 64.
-int64_t hopper_dq_accums(const Problem& p) {
-  if (plan::two_pass_backward(p.shape.d)) return 0;
-  return p.shape.d == 128 ? 2 : 1;
-}
 size_t tile_counter_offset(const Problem& p) {
-  return bwd_workspace_bytes(p, hopper_dq_accums(p));
+  return bwd_workspace_bytes(p, plan::two_pass_backward(p.shape.d) ? 0 : 1);
 }
 // A packed batch's per-sequence maps (up to six: the backward's), the sequence order and the
 // units' starts (seq_maps.cuh) at the end of the workspace, the maps 128-byte aligned.
@@ -464,8 +459,7 @@ void backward_for(const DeviceTensors& t) {
           reinterpret_cast<int*>(static_cast<unsigned char*>(t.workspace) + turns_offset(p));
       FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.dq_turn, 0, static_cast<size_t>(turn_bytes(p)), st));
     } else {
-      FLASHLAB_CUDA_CHECK(
-          cudaMemsetAsync(bp.b.dQ_accum, 0, hopper_dq_accums(p) * s.q_elems() * 4, st));
+      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(bp.b.dQ_accum, 0, s.q_elems() * 4, st));
     }
     launch_bwd_preprocess<T, D>(bp.b, t.stream);
     if (packed)
@@ -475,8 +469,7 @@ void backward_for(const DeviceTensors& t) {
     if constexpr (kDeterministic)
       launch_bwd_convert_dq<T, D>(bp.b, DqMode::split, bp.b.dq_splits, t.stream);
     else
-      launch_bwd_convert_dq<T, D>(bp.b, DqMode::atomic, static_cast<int>(hopper_dq_accums(p)),
-                                  t.stream);
+      launch_bwd_convert_dq<T, D>(bp.b, DqMode::atomic, 1, t.stream);
   }
 }
 
