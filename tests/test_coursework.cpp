@@ -104,6 +104,28 @@ std::string student_tree(const std::string& root) {
 
 const fs::path kSolutions = fs::path(FLASHLAB_SOURCE_DIR) / "tests/exercise_solutions";
 
+// Where a test writes a tree it builds: a folder of `tmp` as deep as this tree's root, so that the
+// copy's build folder is as deep as this one's. scripts/test sets CCACHE_BASEDIR=/, which makes the
+// cache write every path relative to the build folder, the system headers' too
+// (../../../../usr/include/...): only from a build folder of the same depth do those name the
+// same files, and only then do the copy's compiles hit what this tree's build put in the cache
+// (from a deeper one every compile missed, and the two tests that build a copy took 13 minutes
+// each). The root is `tmp` itself at equal depth (so nothing else may be written into `tmp`), or
+// nested folders below it; where `tmp` is already deeper than this tree, tmp/flashlab, built
+// without the cache's help.
+std::string tree_root(const ScratchDir& tmp) {
+  const auto depth = [](const fs::path& p) {
+    int n = 0;
+    for (const fs::path& part : fs::canonical(p).relative_path()) n += !part.empty();
+    return n;
+  };
+  const int want = depth(FLASHLAB_SOURCE_DIR), have = depth(tmp.path());
+  if (want == have) return tmp.path().string();
+  fs::path root = tmp.path();
+  for (int level = have + 1; level < want; ++level) root /= "d";
+  return (root / "flashlab").string();
+}
+
 TEST(Coursework, ChineseGuideHasTheSameCommands) {
   const std::string dir = std::string(FLASHLAB_SOURCE_DIR) + "/docs/";
   const std::vector<Step> en = steps_of(dir + "COURSEWORK.md"),
@@ -119,7 +141,7 @@ TEST(Coursework, TheGuideRunsInAStudentsTree) {
     GTEST_SKIP() << "tests/exercise_solutions/ is not in this tree (the students' tree leaves the "
                     "solutions out): the guide's exercises have no answers to copy in";
   ScratchDir tmp;
-  const std::string root = tmp / "flashlab";
+  const std::string root = tree_root(tmp);
   std::string out;
   ASSERT_EQ(run_in(tmp.path().string(), student_tree(root), out), 0) << out;
   ASSERT_TRUE(fs::is_regular_file(root + "/CMakeLists.txt"));
@@ -146,7 +168,8 @@ TEST(Coursework, TheGuideRunsInAStudentsTree) {
 
   // The grader's side: a hand-in made in the students' tree matches the full tree (this one's
   // hashed folders) once the student's exercise folders are copied in, as §6 grades it.
-  const std::string full = testing::copy_hashed_tree(FLASHLAB_SOURCE_DIR, tmp.path() / "grader");
+  ScratchDir grader;  // not in tmp: the students' tree may be tmp itself (tree_root)
+  const std::string full = testing::copy_hashed_tree(FLASHLAB_SOURCE_DIR, grader.path() / "grader");
   fs::copy(root + "/kernels/exercises", full + "/kernels/exercises",
            fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   ASSERT_EQ(run_in(root, "build/cpu/flashlab verify nolse.json --root " + quoted(full), out), 0)
@@ -160,7 +183,7 @@ TEST(Coursework, TheGuideRunsInAStudentsTree) {
 // else edited, is built, listed by `lab list`, run by `lab all` in its place, and named in the help.
 TEST(Coursework, ANewLabIsOneFolder) {
   ScratchDir tmp;
-  const std::string root = tmp / "flashlab";
+  const std::string root = tree_root(tmp);
   std::string out;
   ASSERT_EQ(run_in(tmp.path().string(), student_tree(root), out), 0) << out;
   const std::string folder = root + "/labs/99_probe";
@@ -226,7 +249,7 @@ FLASHLAB_LAB({
 // report does not know).
 TEST(Coursework, VerifyNamesAnEditedIncludeOfAnyKind) {
   ScratchDir tmp;
-  const std::string root = tmp / "flashlab";
+  const std::string root = tree_root(tmp);
   std::string out;
   ASSERT_EQ(run_in(tmp.path().string(), student_tree(root), out), 0) << out;
   ASSERT_EQ(run_in(root, quoted(FLASHLAB_BIN) + " new incy --from atomic-dq", out), 0) << out;
@@ -271,7 +294,7 @@ TEST(Coursework, AFolderCanAskForItsOwnCudaArchitectures) {
   if (std::system("command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc") != 0)
     GTEST_SKIP() << "no nvcc: the CUDA configuration cannot be checked here";
   ScratchDir tmp;
-  const std::string root = tmp / "flashlab";
+  const std::string root = tree_root(tmp);
   std::string out;
   const std::string copy =
       student_tree(root) + " && " + quoted(FLASHLAB_BIN) + " new hopperish --from atomic-dq" +
