@@ -227,8 +227,9 @@ def main():
             point["flashlab"][layout]["git_commit"] = doc.get("tool", {}).get("git_commit")
         if torch is not None:
             try:
-                med, lo, hi = time_cudnn(torch, timer, B, H, Hkv, Nk)
+                med, lo, hi, c0, c1 = time_cudnn(torch, timer, B, H, Hkv, Nk)
                 point["cudnn"] = {"median_ms": med, "min_ms": lo, "max_ms": hi,
+                                  "mhz_before": c0, "mhz_after": c1,
                                   "TBps": bytes_kv / (med * 1e-3) / 1e12}
             except Exception as e:  # one failing point is one line, not the end of the sweep
                 point["cudnn"] = {"error": str(e)}

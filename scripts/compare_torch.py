@@ -75,11 +75,46 @@ def run_flashlab_bench(args, json_path):
     return doc, rows, proc.returncode
 
 
+class SmClock:
+    """The SM clock of CUDA device 0 through NVML (the driver's libnvidia-ml, by ctypes), as
+    flashlab's bench reads it before and after its timed runs (src/core/clock.h): a long pass's
+    time follows the clock, which the board's power limit lowers under sustained load. None
+    where NVML cannot be read."""
+
+    def __init__(self, torch):
+        import ctypes
+        self.ctypes, self.lib, self.dev = ctypes, None, None
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return
+            dev = ctypes.c_void_p()
+            props = torch.cuda.get_device_properties(0)
+            bus = getattr(props, "pci_bus_id", None)
+            if bus is not None:
+                bus_id = "%08x:%02x:%02x.0" % (getattr(props, "pci_domain_id", 0), bus,
+                                               getattr(props, "pci_device_id", 0))
+                rc = lib.nvmlDeviceGetHandleByPciBusId_v2(bus_id.encode(), ctypes.byref(dev))
+            else:
+                rc = lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(dev))
+            if rc == 0:
+                self.lib, self.dev = lib, dev
+        except (OSError, AttributeError):
+            pass
+
+    def mhz(self):
+        if self.lib is None:
+            return None
+        v = self.ctypes.c_uint()
+        return v.value if self.lib.nvmlDeviceGetClockInfo(self.dev, 1, self.ctypes.byref(v)) == 0 else None
+
+
 class TorchTimer:
     def __init__(self, torch, repeats, warmup):
         self.torch = torch
         self.repeats = repeats
         self.warmup = warmup
+        self.clock = SmClock(torch)
         props = torch.cuda.get_device_properties(0)
         l2 = getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20
         self.flush_buf = torch.zeros(4 * l2 // 8, dtype=torch.int64, device="cuda")
@@ -91,14 +126,16 @@ class TorchTimer:
         torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
+        before = self.clock.mhz()
         for i in range(self.repeats):
             self.flush_buf.sum()
             starts[i].record()
             fn()
             ends[i].record()
         torch.cuda.synchronize()
+        after = self.clock.mhz()
         ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-        return statistics.median(ms), min(ms), max(ms)
+        return statistics.median(ms), min(ms), max(ms), before, after
 
 
 def time_torch(torch, timer, backend_name, dtype, B, H, N, d, causal, passes, Hkv=0):
@@ -190,12 +227,13 @@ def main():
                                 print(f"torch {backend} {dtype} d={d} causal={causal} N={N}: {e}",
                                       file=sys.stderr)
                                 continue
-                            for pass_, (med, lo, hi) in res.items():
+                            for pass_, (med, lo, hi, c0, c1) in res.items():
                                 torch_rows.append({
                                     "impl": "torch-" + backend, "pass": pass_, "dtype": dtype,
                                     "d": d, "causal": causal, "B": B, "H": H,
                                     "Hkv": args.heads_kv or H, "N": N,
                                     "median_ms": med, "min_ms": lo, "max_ms": hi,
+                                    "mhz_before": c0, "mhz_after": c1,
                                     "tflops": fa2_flops(B, H, N, d, causal, pass_) / (med * 1e-3) / 1e12})
 
     # Ratio table: each flashlab row against PyTorch's same pass and shape.
@@ -209,12 +247,14 @@ def main():
             continue
         row = {"version": r["version"], "pass": r["pass"], "dtype": r["dtype"], "d": int(r["d"]),
                "causal": bool(r["causal"]), "N": int(r["N"]), "B": int(r["B"]), "H": int(r["H"]),
-               "flashlab_ms": r["median_ms"], "flashlab_tflops": r["tflops"], "ok": r.get("ok")}
+               "flashlab_ms": r["median_ms"], "flashlab_tflops": r["tflops"], "ok": r.get("ok"),
+               "flashlab_mhz_after": r.get("mhz_after")}
         for impl in ("torch-flash", "torch-cudnn"):
             t = torch_by.get((impl,) + key(r))
             short = impl.split("-")[1]
             row[f"{short}_ms"] = t["median_ms"] if t else None
             row[f"{short}_tflops"] = t["tflops"] if t else None
+            row[f"{short}_mhz_after"] = t.get("mhz_after") if t else None
             row[f"vs_{short}"] = t["median_ms"] / r["median_ms"] if t and r["median_ms"] > 0 else None
         ratios.append(row)
 
@@ -244,6 +284,9 @@ def main():
                               "backward alone",
             "flops": "FA2 convention: fwd 4*B*H*N*N*d (halved when causal), bwd 2.5x fwd",
             "ratio": "PyTorch time / flashlab time (> 1: flashlab faster)",
+            "clock": "SM clock (NVML) before and after each point's timed runs, MHz: mhz_before, "
+                     "mhz_after; a long pass under the board's power limit runs at a lower clock "
+                     "than in its first tens of milliseconds (docs/perf.md)",
         },
         "config": {"N": args.N, "d": args.d, "dtype": args.dtype, "causal": args.causal,
                    "versions": args.versions, "passes": args.passes, "tokens": args.tokens, "hidden": args.hidden,

@@ -463,6 +463,7 @@ RunResult run_impl(const Version& v, const Problem& p, const Inputs* in, uint64_
   // 4. Timing: each pass between two events, with L2 emptied just before it, on the same stream.
   for (int i = 0; i < opt.warmup; ++i) run_untimed();
   if (opt.repeats > 0) {
+    res.clock_before = read_clock();
     const int n = opt.repeats;
     std::vector<Event> ev(static_cast<size_t>(4 * n));
     auto flush_l2 = [&] {
@@ -484,6 +485,7 @@ RunResult run_impl(const Version& v, const Problem& p, const Inputs* in, uint64_
       }
     }
     FLASHLAB_CUDA_CHECK(cudaStreamSynchronize(st));
+    res.clock_after = read_clock();
     for (int r = 0; r < n; ++r) {
       float ms = 0;
       if (s.fwd) {

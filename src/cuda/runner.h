@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/device.h"
 #include "core/device_api.h"
 #include "core/problem.h"
@@ -44,6 +45,9 @@ struct RunResult {
   Forward fwd;      // O, LSE (downloaded, as doubles) when the version has a forward
   Gradients grads;  // dQ, dK, dV when the version has a backward
   PassTiming fwd_time, bwd_time;
+  // The SM clock just before the timed repeats and just after them (core/clock.h); not known for
+  // a ring, or where NVML cannot be read.
+  ClockReading clock_before, clock_after;
   int64_t workspace_bytes = 0;
   int64_t peak_device_bytes = 0;   // all buffers this run allocated, workspace included
   bool bitwise_repeatable = true;  // outputs identical over bitwise_repeats extra runs

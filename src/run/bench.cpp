@@ -125,7 +125,7 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
     // A pass that was not timed is a row that says why: no times, its verdict, the reason.
     const auto skipped = [&](const char* pass, const std::string& why) {
       auto row = base(pass);
-      for (int k = 0; k < 4; ++k) row.push_back(nullptr);
+      for (int k = 0; k < (gpu ? 6 : 4); ++k) row.push_back(nullptr);
       row.push_back(ok);
       row.push_back("skipped: " + why);
       t.rows.push_back(row);
@@ -167,8 +167,18 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
       row.push_back(ts.min_ms);
       row.push_back(ts.max_ms);
       row.push_back(ts.median_ms > 0 ? flops / (ts.median_ms * 1e-3) / 1e12 : 0.0);
+      const auto mhz = [](const cuda::ClockReading& c) { return c.known ? json(c.sm_mhz) : json(); };
+      if (gpu) {  // the SM clock columns (a GPU's table only)
+        row.push_back(mhz(o.clock_before));
+        row.push_back(mhz(o.clock_after));
+      }
       row.push_back(ok);
-      row.push_back(ok ? "" : "fails its error budget");
+      std::string note = ok ? "" : "fails its error budget";
+      // The clock is held down when it ends below its maximum for a reason of the board's.
+      const std::string held = o.clock_after.held_by();
+      if (o.clock_after.known && !held.empty() && o.clock_after.sm_mhz < o.clock_after.max_sm_mhz)
+        note += fmt::format("{}clock held down by: {}", note.empty() ? "" : "; ", held);
+      row.push_back(note);
       t.rows.push_back(row);
     };
     if (o.has_fwd && b.time_fwd) add("fwd", o.fwd_time, fwd_flops(p));
@@ -319,6 +329,9 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
            {"ok", "ok", "", ""},
            {"note", "note", "", ""}},
           {}};
+  if (gpu)  // the SM clock before and after each point's timed runs (core/clock.h)
+    t.columns.insert(t.columns.end() - 2, {{"mhz_before", "clock before", "MHz", "{}"},
+                                           {"mhz_after", "after", "MHz", "{}"}});
   int failing = 0;
   for (DType dt : b.dtypes)
     for (int64_t d : b.ds) {
@@ -343,6 +356,18 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
           time_point(b, bench_problem(b, N, d, dt, causal), in, verdicts[causal], t, progress);
       }
     }
+  int held = 0;
+  for (const auto& row : t.rows)
+    if (row.back().is_string() && row.back().get<std::string>().find("clock held down") !=
+                                      std::string::npos)
+      ++held;
+  if (held > 0)
+    rep.observations.push_back(fmt::format(
+        "{} of {} rows ended with the SM clock held below its maximum by the board (see their "
+        "note): a long pass's time follows the clock, and under the power cap it runs slower than "
+        "in the first tens of milliseconds of load, so compare such rows with rows timed in the "
+        "same state.",
+        held, t.rows.size()));
   rep.tables.push_back(std::move(t));
   if (!gpu)
     rep.observations.insert(

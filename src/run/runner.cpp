@@ -113,6 +113,8 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   out.grads = std::move(r.grads);
   out.fwd_time = summarize(r.fwd_time.ms);
   out.bwd_time = summarize(r.bwd_time.ms);
+  out.clock_before = r.clock_before;
+  out.clock_after = r.clock_after;
   // A backward that does not take the problem (asked once, by cuda::run): its forward ran alone.
   out.backward_refused = std::move(r.backward_refused);
   if (!out.backward_refused.empty()) out.has_bwd = false;
