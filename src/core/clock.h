@@ -18,6 +18,8 @@ struct ClockReading {
   // The reasons that hold the clock down (power cap, power brake, thermal), in words; empty when
   // none does (idle and application settings are not counted).
   std::string held_by() const;
+  // The clock was read, is below its maximum, and a reason of the board's above holds it there.
+  bool held_down() const { return known && sm_mhz < max_sm_mhz && !held_by().empty(); }
 };
 
 // The clock of CUDA device 0 (the device device_info() describes). Cheap after the first call.

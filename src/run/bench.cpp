@@ -108,8 +108,9 @@ Verdicts check_config(const BenchConfig& b, DType dt, int64_t d, bool causal, Pr
 }
 
 // Times every version at one point of the sweep and appends its rows (fwd and/or bwd).
+// held counts the rows whose clock ended held down by the board.
 void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const Verdicts& verdict,
-                Table& t, Progress& progress) {
+                Table& t, Progress& progress, int& held) {
   const bool gpu = b.backend == Backend::cuda;
   const RunConfig rc = run_config(b, p, b.warmup, b.repeats);
   const std::string where = fmt::format("{} d={} N={} {}", to_string(p.dtype), p.shape.d,
@@ -174,10 +175,11 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
       }
       row.push_back(ok);
       std::string note = ok ? "" : "fails its error budget";
-      // The clock is held down when it ends below its maximum for a reason of the board's.
-      const std::string held = o.clock_after.held_by();
-      if (o.clock_after.known && !held.empty() && o.clock_after.sm_mhz < o.clock_after.max_sm_mhz)
-        note += fmt::format("{}clock held down by: {}", note.empty() ? "" : "; ", held);
+      if (o.clock_after.held_down()) {
+        note += fmt::format("{}clock held down by: {}", note.empty() ? "" : "; ",
+                            o.clock_after.held_by());
+        ++held;
+      }
       row.push_back(note);
       t.rows.push_back(row);
     };
@@ -333,6 +335,7 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
     t.columns.insert(t.columns.end() - 2, {{"mhz_before", "clock before", "MHz", "{}"},
                                            {"mhz_after", "after", "MHz", "{}"}});
   int failing = 0;
+  int held = 0;  // rows whose clock ended held down
   for (DType dt : b.dtypes)
     for (int64_t d : b.ds) {
       // Correctness once per configuration, at the small check shape.
@@ -353,14 +356,10 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
         progress.step(fmt::format("bench: {} d={} N={}: inputs", to_string(dt), d, N));
         const Inputs in = make_inputs(bench_problem(b, N, d, dt, false), b.seed);
         for (bool causal : b.causal)
-          time_point(b, bench_problem(b, N, d, dt, causal), in, verdicts[causal], t, progress);
+          time_point(b, bench_problem(b, N, d, dt, causal), in, verdicts[causal], t, progress,
+                     held);
       }
     }
-  int held = 0;
-  for (const auto& row : t.rows)
-    if (row.back().is_string() && row.back().get<std::string>().find("clock held down") !=
-                                      std::string::npos)
-      ++held;
   if (held > 0)
     rep.observations.push_back(fmt::format(
         "{} of {} rows ended with the SM clock held below its maximum by the board (see their "
