@@ -14,7 +14,10 @@
 //   dQ_i piece = dS K_j           wgmma, dS^T and K in shared memory, both MN-major (64 x 64)
 //   dV, dK done: release stage s (q_empty[s])
 //   dQ_i piece -> staging buffer n % 2 (fp32, the accumulator's layout) -> the dQ writer
-//   both warpgroups meet: their dQ products are done with dS^T (kDsFree)
+//   both warpgroups meet: their dQ products are done with dS^T (kDsFree; at d = 128, where the
+//   steps take turns on two dS^T buffers, once after the last step instead: a warpgroup writes
+//   buffer n % 2 at step n after kDsReady of step n - 1, which the other passes only once its dQ
+//   product of step n - 2, the last reader of that buffer, is done)
 //
 // After the last Q block, the epilogue: dK_w * scale, dV_w -> shared memory (over K_j, V_j) ->
 // bulk tensor stores.
@@ -42,6 +45,7 @@ struct Consumer {
   static constexpr int NA = Br / 4;  // P^T (dS^T) as 16-bit pairs: the A operand, Br/16 k-steps
   static constexpr int NKV = D / 2;  // dK_w (dV_w) accumulators: 64 x D over 128 threads
   static constexpr int NQ = 32;      // the dQ piece: 64 x 64 over 128 threads
+  static constexpr int kDsBuffers = Tr::kDsBuffers;
   // The masked copy's form (bwd_scores.cuh): by constants but in the packed deterministic kernel at
   // d = 64, where that form spilled 4 bytes and the other none (and the reverse in the dense one).
   static constexpr bool kMaskByConstants = !(D == 64 && kDeterministic && kPacked);
@@ -79,6 +83,8 @@ struct Consumer {
         step(st.i, n);
       }
     }
+    // Both warpgroups' last dQ products are done with K_j before the epilogue writes over it.
+    if constexpr (kDsBuffers > 1) sm90::named_sync(kDsFree, 256);
     epilogue();
   }
 
@@ -109,8 +115,8 @@ struct Consumer {
   // [Bc][D] are both stored k-major-by-rows, i.e. MN-major for this product. At d = 128 the
   // piece is the 64 columns 64w.. of K (its column block w) for all 64 rows of dS; at d = 64 it is
   // the 64 query columns 64w.. of dS^T (its column block w) for all 64 columns of K.
-  __device__ void issue_dq(float (&acc)[NQ]) const {
-    const uint32_t a0 = smem_addr(sm.dS()) + (Br == 128 ? w * Bc * 128 : 0);
+  __device__ void issue_dq(float (&acc)[NQ], int n) const {
+    const uint32_t a0 = smem_addr(sm.dS(n % kDsBuffers)) + (Br == 128 ? w * Bc * 128 : 0);
     const uint32_t b0 = smem_addr(sm.k()) + (D == 128 ? w * Bc * 128 : 0);
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk)
@@ -156,8 +162,9 @@ struct Consumer {
       dsa[e / 2] = ElemTraits<T>::pack(dp[e], dp[e + 1]);
     }
 
-    // dS^T into shared memory for the dQ products (the last step's are done with it: kDsFree).
-    const uint32_t ds_tile = smem_addr(sm.dS());
+    // dS^T into shared memory for the dQ products (the last reader of this buffer is done: see
+    // the head of this file).
+    const uint32_t ds_tile = smem_addr(sm.dS(n % kDsBuffers));
 #pragma unroll
     for (int e = 0; e < NS; e += 2) {
       const int r = 64 * w + row_of(e), c = col_of(e);
@@ -172,7 +179,7 @@ struct Consumer {
 
     sm90::named_sync(kDsReady, 256);  // all of dS^T is in shared memory
     float dq[NQ];
-    issue_dq(dq);
+    issue_dq(dq, n);
     sm90::wgmma_commit();
 
     sm90::wgmma_wait<1>();  // dV, dK done: Q_i, dO_i, LSE2_i, D_i are free
@@ -182,9 +189,9 @@ struct Consumer {
     sm90::wgmma_wait<0>();
     sm90::pin(dq);
     stage_dq(dq, n);
-    // Both warpgroups' dQ products are done with dS^T (and K_j): the next step may rewrite it,
-    // the epilogue may write over K_j.
-    sm90::named_sync(kDsFree, 256);
+    // One buffer: both warpgroups' dQ products are done with dS^T (and K_j): the next step may
+    // rewrite it, the epilogue may write over K_j.
+    if constexpr (kDsBuffers == 1) sm90::named_sync(kDsFree, 256);
   }
 
   // The dQ piece into staging buffer n % 2, in the accumulator's layout (row r, column c at

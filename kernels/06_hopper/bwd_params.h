@@ -81,6 +81,11 @@ struct BwdTraits {
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr bool kSplitD = D == 256;
+  // dS^T buffers: at d = 128 two, step n writing buffer n % 2, so that the consumer warpgroups
+  // meet once a step (dS^T whole) instead of twice (and dS^T read by both dQ products): one may
+  // start the next step while the other's dQ product still runs. At d = 64 (32 KiB a buffer) the
+  // second does not fit beside the rest.
+  static constexpr int kDsBuffers = D == 128 ? 2 : 1;
   static_assert(::flashlab::cuda::kRowPad % Br == 0, "LSE2 and D are padded for whole blocks");
 };
 

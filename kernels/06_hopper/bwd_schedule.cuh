@@ -12,7 +12,8 @@
 // swizzled rows, 1024-aligned):
 //   K, V        [D/64][Bc][64]             once per block; later dK, dV on their way out
 //   Q, dO       [kStages][D/64][Br][64]    a ring of stages, one Q block each
-//   dS^T        [Br/64][Bc][64]            the step's dS^T, read by both warpgroups' dQ products
+//   dS^T        [kDsBuffers][Br/64][Bc][64]  the step's dS^T, read by both warpgroups' dQ
+//                                          products (step n's in buffer n % kDsBuffers)
 //   P^T         [Bc][64]                   d = 256 only (kSplitD): the step's P^T, both warpgroups'
 //   dP^T - D    [Bc Br] fp32               d = 256 only: from warpgroup 1 to 0, thread-major
 //   dQ staging  [2][Br][D] fp32            d = 64, 128: columns permuted as in the accumulator
@@ -21,7 +22,7 @@
 //   barriers    kv_full, q_full[s], q_empty[s], dq_full[2], dq_empty[2] (the dQ writer's: d = 64,
 //               128)
 //   place       a packed batch's block: its sequence, K block, K/V head, band and rows (BlockPlace)
-// Tiles of 208 KiB at d = 128, 192 KiB at d = 64 and 224 KiB at d = 256; LSE2, D and the
+// Tiles of 224 KiB at d = 128, 192 KiB at d = 64 and 224 KiB at d = 256; LSE2, D and the
 // barriers add about 1 KiB (d = 128, 256) and 2 KiB (d = 64).
 #pragma once
 
@@ -36,8 +37,9 @@
 namespace flashlab::cuda::FLASHLAB_FOLDER::hopper_bwd {
 
 // Named barriers (0 is __syncthreads): the 256 consumer threads meet when dS^T is whole in shared
-// memory, and (d = 64, 128) when both warpgroups' dQ products are done with it; each consumer
-// warpgroup gathers for its epilogue.
+// memory, and when both warpgroups' dQ products are done with it (d = 64: every step, before the
+// next step rewrites it; d = 128, whose steps take turns on two buffers: once, before the epilogue
+// writes over K_j); each consumer warpgroup gathers for its epilogue.
 constexpr uint32_t kDsReady = 1;
 constexpr uint32_t kDsFree = 2;
 constexpr uint32_t kEpilogue = 3;  // + w
@@ -55,7 +57,7 @@ struct BwdLayout {
   static constexpr int kQs = kV + kKV;
   static constexpr int kdOs = kQs + S * kQ;
   static constexpr int kdS = kdOs + S * kQ;
-  static constexpr int kPt = kdS + Bc * Br * 2;
+  static constexpr int kPt = kdS + Tr::kDsBuffers * Bc * Br * 2;
   static constexpr int kdP = kPt + (Tr::kSplitD ? Bc * Br * 2 : 0);
   static constexpr int kdQ = kdP + (Tr::kSplitD ? Bc * Br * 4 : 0);
   static constexpr int kLse2 = kdQ + (Tr::kSplitD ? 0 : 2 * Br * D * 4);
@@ -107,7 +109,9 @@ struct BwdSmem {
   __device__ T* v() const { return reinterpret_cast<T*>(base + L::kV); }
   __device__ T* q(int s) const { return reinterpret_cast<T*>(base + L::kQs + s * L::kQ); }
   __device__ T* dO(int s) const { return reinterpret_cast<T*>(base + L::kdOs + s * L::kQ); }
-  __device__ T* dS() const { return reinterpret_cast<T*>(base + L::kdS); }
+  __device__ T* dS(int b = 0) const {
+    return reinterpret_cast<T*>(base + L::kdS + b * L::Bc * L::Br * 2);
+  }
   __device__ T* pt() const { return reinterpret_cast<T*>(base + L::kPt); }          // d = 256
   __device__ float* dp() const { return reinterpret_cast<float*>(base + L::kdP); }  // d = 256
   __device__ float* dq(int b) const {
