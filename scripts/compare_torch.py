@@ -9,7 +9,10 @@ and writes one JSON document with the flashlab commit, torch version, GPU name a
 
 How PyTorch is timed (the same method as flashlab's runner):
   - inputs drawn from a seeded normal distribution (never zeros), [B, H, N, d], contiguous;
-  - warm-up runs first, then `repeats` timed runs, median reported (min and max kept);
+  - each pass on its own: a pause of --pause milliseconds with the GPU idle (flashlab: bench
+    --pause), its warm-up runs, then its `repeats` timed runs, median reported (min and max kept).
+    The pause gives every pass the board's whole power budget at its start, whatever ran before
+    it: under the power limit a long pass's clock depends on the load before it (docs/perf.md);
   - before every timed run the L2 cache is flushed by reading a buffer of 4x the L2 size (a read
     leaves only clean lines in L2, so the pass pays no write-back of the flush; src/cuda/l2_flush.h);
   - CUDA events around the pass only.
@@ -41,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from sweep_args import causal_list, csv_ints, csv_strs  # noqa: E402 (beside this script)
 
@@ -59,7 +63,8 @@ def run_flashlab_bench(args, json_path):
            "--versions", ",".join(args.versions),
            "--passes", ",".join(args.passes),
            "--tokens", str(args.tokens), "--hidden", str(args.hidden),
-           "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--json", json_path]
+           "--repeats", str(args.repeats), "--warmup", str(args.warmup),
+           "--pause", str(args.pause), "--json", json_path]
     if args.heads_kv:
         cmd += ["--heads-kv", str(args.heads_kv)]
     print("+", " ".join(cmd), flush=True)
@@ -110,10 +115,11 @@ class SmClock:
 
 
 class TorchTimer:
-    def __init__(self, torch, repeats, warmup):
+    def __init__(self, torch, repeats, warmup, pause_ms=0):
         self.torch = torch
         self.repeats = repeats
         self.warmup = warmup
+        self.pause_ms = pause_ms
         self.clock = SmClock(torch)
         props = torch.cuda.get_device_properties(0)
         l2 = getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20
@@ -121,6 +127,9 @@ class TorchTimer:
 
     def time(self, fn):
         torch = self.torch
+        if self.pause_ms > 0:  # as flashlab bench --pause: idle, then the warm-ups
+            torch.cuda.synchronize()
+            time.sleep(self.pause_ms / 1000)
         for _ in range(self.warmup):
             fn()
         torch.cuda.synchronize()
@@ -195,6 +204,9 @@ def main():
                     help="K/V heads (grouped heads, as flashlab bench; default: H)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--pause", type=int, default=1000,
+                    help="milliseconds of GPU idle before each pass's warm-ups, on both sides "
+                         "(default 1000; 0: none)")
     ap.add_argument("--out", default=None, help="JSON to write (default docs/results/compare_torch_<date>.json)")
     ap.add_argument("--skip-torch", action="store_true", help="flashlab only (no PyTorch timing)")
     args = ap.parse_args()
@@ -213,7 +225,7 @@ def main():
 
         torch_version = torch.__version__
         gpu_name = torch.cuda.get_device_name(0)
-        timer = TorchTimer(torch, args.repeats, args.warmup)
+        timer = TorchTimer(torch, args.repeats, args.warmup, args.pause)
         for dtype in args.dtype:
             for d in args.d:
                 for causal in args.causal:
@@ -278,8 +290,8 @@ def main():
         "torch_version": torch_version,
         "gpu": gpu_name,
         "method": {
-            "timing": "CUDA events around the pass, median of repeats after warm-up, L2 flushed "
-                      "before every repeat",
+            "timing": "each pass on its own: a pause with the GPU idle, warm-ups, then CUDA "
+                      "events around each repeat, median; L2 flushed before every repeat",
             "torch_backward": "torch.autograd.grad on a saved graph (retain_graph=True): the "
                               "backward alone",
             "flops": "FA2 convention: fwd 4*B*H*N*N*d (halved when causal), bwd 2.5x fwd",
@@ -291,7 +303,7 @@ def main():
         "config": {"N": args.N, "d": args.d, "dtype": args.dtype, "causal": args.causal,
                    "versions": args.versions, "passes": args.passes, "tokens": args.tokens, "hidden": args.hidden,
                    "heads_kv": args.heads_kv,
-                   "repeats": args.repeats, "warmup": args.warmup},
+                   "repeats": args.repeats, "warmup": args.warmup, "pause_ms": args.pause},
         "flashlab_bench_exit": bench_rc,
         "torch": torch_rows,
         "comparison": ratios,

@@ -23,7 +23,7 @@ struct BenchArgs {
   std::string causal = "no,yes";
   std::vector<std::string> passes = {"fwd", "bwd"};
   std::string versions = "all";
-  int repeats = 0, warmup = 0;
+  int repeats = 0, warmup = 0, pause_ms = 0;
   int threads = 0, splits = 0;
   uint64_t seed = 0;
   int64_t tokens = 0, hidden = 0, heads_kv = 0;
@@ -119,6 +119,9 @@ BenchConfig make_config(const BenchArgs& a) {
   b.repeats = a.repeats_given->count() ? a.repeats : cpu ? 3 : 10;
   b.warmup = a.warmup_given->count() ? a.warmup : cpu ? 1 : 3;
   b.seed = a.seed;
+  if (a.pause_ms < 0 || a.pause_ms > 60000)
+    throw UsageError(fmt::format("--pause must be in 0..60000 milliseconds (got {})", a.pause_ms));
+  b.pause_ms = a.pause_ms;
   b.cpu.threads = a.threads;
   if (a.threads < 0 || a.threads > kMaxThreads)
     throw UsageError(fmt::format("--threads must be in 0..{} (got {})", kMaxThreads, a.threads));
@@ -186,6 +189,10 @@ void register_bench(CLI::App& app, Action& action) {
   a.repeats_given =
       sub->add_option("--repeats", a.repeats, "timed runs per point (default 10; cpu: 3)");
   a.warmup_given = sub->add_option("--warmup", a.warmup, "untimed runs first (default 3; cpu: 1)");
+  sub->add_option("--pause", a.pause_ms,
+                  "milliseconds of idle before each pass's warm-ups on the GPU, so that every pass "
+                  "starts with the board's power budget restored (default 0)")
+      ->type_name("MS");
   a.tokens_given =
       sub->add_option("--tokens", a.tokens, "B*N at every point (default 16384; cpu: 512)");
   a.hidden_given =

@@ -22,6 +22,11 @@ struct ClockReading {
   bool held_down() const { return known && sm_mhz < max_sm_mhz && !held_by().empty(); }
 };
 
+// The clock just before a pass's timed repeats and just after them.
+struct PassClock {
+  ClockReading before, after;
+};
+
 // The clock of CUDA device 0 (the device device_info() describes). Cheap after the first call.
 ClockReading read_clock();
 

@@ -18,6 +18,10 @@ namespace flashlab::cuda {
 struct RunOptions {
   int warmup = 3;
   int repeats = 10;
+  // Milliseconds of idle before each pass's warm-ups (bench --pause): every pass then starts with
+  // the board's power budget restored, whatever ran before it (docs/perf.md, "The pass on a
+  // timeline").
+  int pause_ms = 0;
   bool flush_l2 = true;     // empty L2 before every timed repeat (cuda/l2_flush.h)
   int bitwise_repeats = 2;  // how many extra runs to compare outputs bitwise (0: skip)
   // Read hardware counters around every kernel of each pass (cuda/counters.h), in extra runs
@@ -45,9 +49,9 @@ struct RunResult {
   Forward fwd;      // O, LSE (downloaded, as doubles) when the version has a forward
   Gradients grads;  // dQ, dK, dV when the version has a backward
   PassTiming fwd_time, bwd_time;
-  // The SM clock just before the timed repeats and just after them (core/clock.h); not known for
-  // a ring, or where NVML cannot be read.
-  ClockReading clock_before, clock_after;
+  // The SM clock just before each pass's timed repeats and just after them (core/clock.h); not
+  // known for a ring, or where NVML cannot be read.
+  PassClock fwd_clock, bwd_clock;
   int64_t workspace_bytes = 0;
   int64_t peak_device_bytes = 0;   // all buffers this run allocated, workspace included
   bool bitwise_repeatable = true;  // outputs identical over bitwise_repeats extra runs

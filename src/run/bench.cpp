@@ -67,7 +67,9 @@ Problem check_problem(const BenchConfig& b, int64_t d, DType t, bool causal) {
   return p;
 }
 
-RunConfig run_config(const BenchConfig& b, const Problem& p, int warmup, int repeats) {
+// pause_ms: the timed points' (bench --pause); the one-run checks take none.
+RunConfig run_config(const BenchConfig& b, const Problem& p, int warmup, int repeats,
+                     int pause_ms = 0) {
   RunConfig c;
   c.problem = p;
   c.versions = b.versions;
@@ -76,6 +78,7 @@ RunConfig run_config(const BenchConfig& b, const Problem& p, int warmup, int rep
   c.cpu = b.cpu;
   c.warmup = warmup;
   c.repeats = repeats;
+  c.pause_ms = pause_ms;
   c.bitwise_repeats = 0;
   return c;
 }
@@ -112,7 +115,7 @@ Verdicts check_config(const BenchConfig& b, DType dt, int64_t d, bool causal, Pr
 void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const Verdicts& verdict,
                 Table& t, Progress& progress, int& held) {
   const bool gpu = b.backend == Backend::cuda;
-  const RunConfig rc = run_config(b, p, b.warmup, b.repeats);
+  const RunConfig rc = run_config(b, p, b.warmup, b.repeats, b.pause_ms);
   const std::string where = fmt::format("{} d={} N={} {}", to_string(p.dtype), p.shape.d,
                                         p.shape.Nq, p.causal ? "causal" : "non-causal");
   Forward shared;
@@ -162,7 +165,8 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
     }
     const VersionOutcome o =
         run_version(rc, fwd_only, in, tf, progress, fmt::format("bench: {} {}", v->id, where));
-    const auto add = [&](const char* pass, const TimeStats& ts, double flops) {
+    const auto add = [&](const char* pass, const TimeStats& ts, double flops,
+                         const cuda::PassClock& clock) {
       auto row = base(pass);
       row.push_back(ts.median_ms);
       row.push_back(ts.min_ms);
@@ -170,21 +174,21 @@ void time_point(const BenchConfig& b, const Problem& p, const Inputs& in, const 
       row.push_back(ts.median_ms > 0 ? flops / (ts.median_ms * 1e-3) / 1e12 : 0.0);
       const auto mhz = [](const cuda::ClockReading& c) { return c.known ? json(c.sm_mhz) : json(); };
       if (gpu) {  // the SM clock columns (a GPU's table only)
-        row.push_back(mhz(o.clock_before));
-        row.push_back(mhz(o.clock_after));
+        row.push_back(mhz(clock.before));
+        row.push_back(mhz(clock.after));
       }
       row.push_back(ok);
       std::string note = ok ? "" : "fails its error budget";
-      if (o.clock_after.held_down()) {
+      if (clock.after.held_down()) {
         note += fmt::format("{}clock held down by: {}", note.empty() ? "" : "; ",
-                            o.clock_after.held_by());
+                            clock.after.held_by());
         ++held;
       }
       row.push_back(note);
       t.rows.push_back(row);
     };
-    if (o.has_fwd && b.time_fwd) add("fwd", o.fwd_time, fwd_flops(p));
-    if (o.has_bwd && b.time_bwd) add("bwd", o.bwd_time, bwd_flops(p));
+    if (o.has_fwd && b.time_fwd) add("fwd", o.fwd_time, fwd_flops(p), o.fwd_clock);
+    if (o.has_bwd && b.time_bwd) add("bwd", o.bwd_time, bwd_flops(p), o.bwd_clock);
     // Its forward takes the shape, not its backward.
     if (!o.backward_refused.empty() && b.time_bwd) skipped("bwd", o.backward_refused);
   }
@@ -298,6 +302,7 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
                 {"seed", b.seed},
                 {"cpu_sweep", !gpu}};
   if (!gpu) rep.config["threads"] = b.cpu.threads;
+  if (gpu) rep.config["pause_ms"] = b.pause_ms;
   if (b.cpu.splits > 0) rep.config["splits"] = b.cpu.splits;
 
   int64_t packed_tokens = 0;

@@ -35,6 +35,7 @@ struct BenchConfig {
   // lengths): one point per dtype, d and mask, FLOPs counted per sequence.
   std::vector<int64_t> varlen;
   int repeats = 10, warmup = 3;
+  int pause_ms = 0;  // --pause: idle before each pass's warm-ups (GPU)
   uint64_t seed = 0;
   CpuOptions cpu;
 };

@@ -26,6 +26,7 @@ struct RunConfig {
   CpuOptions cpu;  // tile sizes and threads of the CPU twins
   int repeats = 3;
   int warmup = 1;
+  int pause_ms = 0;  // idle before each pass's warm-ups on the GPU (bench --pause)
   int bitwise_repeats = 2;  // extra device runs compared bit for bit (the CPU compares every run)
   std::string dump_dir;     // empty: no dump
   // --check sample: the forward outputs compared with the fp64 reference on a few (batch, K/V

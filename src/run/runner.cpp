@@ -105,6 +105,7 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   cuda::RunOptions opt;
   opt.warmup = c.warmup;
   opt.repeats = c.repeats;
+  opt.pause_ms = c.pause_ms;
   opt.bitwise_repeats = c.bitwise_repeats;
   opt.launch = launch_options(c);
   cuda::RunResult r = cuda::run(*v.cuda, c.problem, in, out.has_fwd ? nullptr : shared_fwd, opt);
@@ -113,8 +114,8 @@ VersionOutcome run_device(const RunConfig& c, const VersionInfo& v, const Inputs
   out.grads = std::move(r.grads);
   out.fwd_time = summarize(r.fwd_time.ms);
   out.bwd_time = summarize(r.bwd_time.ms);
-  out.clock_before = r.clock_before;
-  out.clock_after = r.clock_after;
+  out.fwd_clock = r.fwd_clock;
+  out.bwd_clock = r.bwd_clock;
   // A backward that does not take the problem (asked once, by cuda::run): its forward ran alone.
   out.backward_refused = std::move(r.backward_refused);
   if (!out.backward_refused.empty()) out.has_bwd = false;

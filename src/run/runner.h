@@ -33,8 +33,8 @@ struct VersionOutcome {
   Forward fwd;      // the first run's O and LSE (P dropped)
   Gradients grads;  // the first run's dQ, dK, dV
   TimeStats fwd_time, bwd_time;
-  // The SM clock before and after the timed repeats (GPU runs where NVML can be read).
-  cuda::ClockReading clock_before, clock_after;
+  // The SM clock before and after each pass's timed repeats (GPU runs where NVML can be read).
+  cuda::PassClock fwd_clock, bwd_clock;
   std::optional<bool> bitwise_repeat;  // every run gave the first run's bits
   int64_t workspace_bytes = 0;
   std::optional<int64_t> peak_device_bytes;
