@@ -296,7 +296,7 @@ def main():
                               "backward alone",
             "flops": "FA2 convention: fwd 4*B*H*N*N*d (halved when causal), bwd 2.5x fwd",
             "ratio": "PyTorch time / flashlab time (> 1: flashlab faster)",
-            "clock": "SM clock (NVML) before and after each point's timed runs, MHz: mhz_before, "
+            "clock": "SM clock (NVML) before and after each pass's timed runs, MHz: mhz_before, "
                      "mhz_after; a long pass under the board's power limit runs at a lower clock "
                      "than in its first tens of milliseconds (docs/perf.md)",
         },

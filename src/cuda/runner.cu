@@ -402,16 +402,17 @@ RunResult run_impl(const Version& v, const Problem& p, const Inputs* in, uint64_
 
   // Every output (and the workspace) starts as NaN: 0xFFFF is a NaN in fp16 and bf16, and
   // 0xFFFFFFFF in fp32. An element a kernel forgets to write shows up as NaN and fails its test.
+  auto poison_grads = [&] {
+    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dQ.get(), 0xFF, dQ.bytes(), st));
+    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dK.get(), 0xFF, dK.bytes(), st));
+    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dV.get(), 0xFF, dV.bytes(), st));
+  };
   auto poison = [&] {
     if (s.fwd) {
       FLASHLAB_CUDA_CHECK(cudaMemsetAsync(O.get(), 0xFF, O.bytes(), st));
       FLASHLAB_CUDA_CHECK(cudaMemsetAsync(LSE.get(), 0xFF, LSE.bytes(), st));
     }
-    if (s.bwd) {
-      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dQ.get(), 0xFF, dQ.bytes(), st));
-      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dK.get(), 0xFF, dK.bytes(), st));
-      FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dV.get(), 0xFF, dV.bytes(), st));
-    }
+    if (s.bwd) poison_grads();
     if (work.get()) FLASHLAB_CUDA_CHECK(cudaMemsetAsync(work.get(), 0xFF, work.bytes(), st));
   };
   auto run_untimed = [&] {
@@ -468,11 +469,6 @@ RunResult run_impl(const Version& v, const Problem& p, const Inputs* in, uint64_
   // before it, and a forward timed between backward passes would run at the clock the backward
   // leaves (docs/perf.md, "The pass on a timeline"). The backward's repeats keep the forward's O
   // and LSE (and poison only the gradients).
-  auto poison_grads = [&] {
-    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dQ.get(), 0xFF, dQ.bytes(), st));
-    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dK.get(), 0xFF, dK.bytes(), st));
-    FLASHLAB_CUDA_CHECK(cudaMemsetAsync(dV.get(), 0xFF, dV.bytes(), st));
-  };
   const auto time_pass = [&](auto&& before_each, auto&& pass, PassTiming& out, PassClock& clock) {
     if (opt.pause_ms > 0) {
       FLASHLAB_CUDA_CHECK(cudaStreamSynchronize(st));

@@ -336,7 +336,7 @@ Report run_bench(const BenchConfig& b, Progress& progress) {
            {"ok", "ok", "", ""},
            {"note", "note", "", ""}},
           {}};
-  if (gpu)  // the SM clock before and after each point's timed runs (core/clock.h)
+  if (gpu)  // the SM clock before and after each pass's timed runs (core/clock.h)
     t.columns.insert(t.columns.end() - 2, {{"mhz_before", "clock before", "MHz", "{}"},
                                            {"mhz_after", "after", "MHz", "{}"}});
   int failing = 0;
