@@ -250,8 +250,9 @@ def packed_table(docs):
     JSONs): one row per version and pass, one column per run, and the goals below."""
     runs = []
     for d in docs:
-        if d.get("schema") != "flashlab.report/v1" or d.get("command") != "bench":
-            sys.exit("--section packed takes flashlab bench JSON reports")
+        if d.get("schema") != "flashlab.report/v1" or d.get("command") != "bench" or \
+                not d.get("tables"):
+            sys.exit("gen_perf_table.py: --section packed takes flashlab bench JSON reports")
         runs.append({(r["version"], r["pass"]): r for r in d["tables"][0]["rows"]
                      if r.get("tflops") is not None})
     cfg = docs[0].get("config", {})
@@ -299,8 +300,15 @@ def main():
     a = ap.parse_args()
     docs = []
     for path in a.json:
-        with open(path) as f:
-            docs.append(json.load(f))
+        try:
+            with open(path) as f:
+                docs.append(json.load(f))
+        except OSError as e:
+            sys.exit(f"gen_perf_table.py: {path}: cannot read it ({e.strerror})")
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            sys.exit(f"gen_perf_table.py: {path}: not JSON ({e})")
+        if not isinstance(docs[-1], dict):
+            sys.exit(f"gen_perf_table.py: {path}: not a results file (a JSON object)")
     if a.section == "packed":
         commits = {d.get("tool", {}).get("git_commit") for d in docs}
         if len(commits) > 1:
