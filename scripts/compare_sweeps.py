@@ -23,9 +23,9 @@ Exit status: 0 with the report; 1 with one line on stderr when a file cannot be 
 compare_torch.py sweep, or the two share no shape with the reference's timing.
 """
 import argparse
-import json
-import math
 import sys
+
+from gen_perf_table import geomean, read_json  # beside this script: the same mean, the same reading
 
 IMPL = {"cudnn": "torch-cudnn", "flash": "torch-flash"}
 
@@ -41,12 +41,9 @@ def shape_key(r):
 
 def load(path):
     try:
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise SweepError(f"{path}: cannot read it ({e.strerror})")
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SweepError(f"{path}: not JSON ({e})")
+        doc = read_json(path)
+    except ValueError as e:
+        raise SweepError(str(e))
     check_doc(doc, path)
     return doc
 
@@ -71,10 +68,6 @@ def index(doc, path, impl):
     except (KeyError, TypeError) as e:
         raise SweepError(f"{path}: a row lacks a field compare_torch.py writes ({e})")
     return ours, ref
-
-
-def gmean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def name(shape):
@@ -104,12 +97,12 @@ def compare(old, new, versus="cudnn", old_name="old", new_name="new"):
         lo_new = min(keys, key=vs_new.get)
         floor = min(spread.values())
         lines.append(f"{version} {pass_} ({len(keys)} shapes):")
-        lines.append(f"  x {versus}: geometric mean {gmean(vs_old.values()):.3f} -> "
-                     f"{gmean(vs_new.values()):.3f}; lowest {vs_old[lo_old]:.3f} ({name(lo_old[1:])}) "
+        lines.append(f"  x {versus}: geometric mean {geomean(vs_old.values()):.3f} -> "
+                     f"{geomean(vs_new.values()):.3f}; lowest {vs_old[lo_old]:.3f} ({name(lo_old[1:])}) "
                      f"-> {vs_new[lo_new]:.3f} ({name(lo_new[1:])})")
         lines.append(f"  flashlab new/old: {min(own.values()):.3f}..{max(own.values()):.3f} "
-                     f"(geometric mean {gmean(own.values()):.3f}); {versus} new/old, the spread: "
-                     f"{floor:.3f}..{max(spread.values()):.3f} (geometric mean {gmean(spread.values()):.3f})")
+                     f"(geometric mean {geomean(own.values()):.3f}); {versus} new/old, the spread: "
+                     f"{floor:.3f}..{max(spread.values()):.3f} (geometric mean {geomean(spread.values()):.3f})")
         below = [k for k in keys if own[k] < floor]
         if not below:
             lines.append("  no shape below the spread")

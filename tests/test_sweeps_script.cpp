@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -21,15 +20,16 @@ struct Ran {
 
 Ran run_script(const std::string& args) {
   testing::ScratchDir io;
-  const std::string cmd = "timeout -k 5 60 /usr/bin/python3 '" + std::string(FLASHLAB_SOURCE_DIR) +
-                          "/scripts/compare_sweeps.py' " + args + " </dev/null >'" + (io / "out") +
-                          "' 2>&1";
+  const std::string cmd = "timeout -k 5 60 /usr/bin/python3 " +
+                          testing::quoted(std::string(FLASHLAB_SOURCE_DIR) +
+                                          "/scripts/compare_sweeps.py") +
+                          " " + args + " </dev/null >" + testing::quoted(io / "out") + " 2>&1";
   const int rc = std::system(cmd.c_str());
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, testing::slurp(io.path() / "out")};
 }
 
 std::string result(const char* name) {
-  return "'" + std::string(FLASHLAB_SOURCE_DIR) + "/docs/results/" + name + "'";
+  return testing::quoted(std::string(FLASHLAB_SOURCE_DIR) + "/docs/results/" + name);
 }
 
 TEST(SweepsScript, SelfTestPasses) {
@@ -50,13 +50,13 @@ TEST(SweepsScript, ReadsTheCommittedSweeps) {
 
 TEST(SweepsScript, BadInputIsOneLine) {
   for (const std::string args : {std::string("/nonexistent/a.json /nonexistent/b.json"),
-                                 "'" + std::string(FLASHLAB_SOURCE_DIR) + "/README.md' " +
-                                     result("compare_torch_bwd_hopper.json"),
+                                 testing::quoted(std::string(FLASHLAB_SOURCE_DIR) + "/README.md") +
+                                     " " + result("compare_torch_bwd_hopper.json"),
                                  std::string("")}) {
     const Ran r = run_script(args);
     EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
     EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_EQ(testing::count_lines(r.out), 1) << r.out;
     EXPECT_EQ(r.out.rfind("compare_sweeps.py: ", 0), 0u) << r.out;
   }
 }
