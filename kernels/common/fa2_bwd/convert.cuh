@@ -15,7 +15,11 @@
 // One thread per 8 consecutive elements of dQ (two 16-byte loads per split, one 16-byte store).
 // The accumulator's columns are permuted in groups of 8 (dq_accum_col); a group stays whole.
 // A packed batch: dQ is token-major and the accumulator head-major (params.h); each thread finds
-// its token's sequence (a binary search of the offsets) for its row inside it and its band.
+// its token's sequence (a binary search of the offsets) for its row inside it and its band. With
+// one accumulator (atomic-dq, hopper) the thread loads first and searches after: it reads the 8
+// floats at its own column of the accumulator's row, which depends on nothing but its index, and
+// only then finds its row in the sequence, which says where in dQ those 8 columns belong (the
+// permutation is an XOR, its own inverse). The search's chain of loads hides behind the big one.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +29,17 @@
 #include "common/sm80/tiles.cuh"
 
 namespace flashlab::cuda::bwd {
+
+// 8 floats times the scale, stored as 8 elements of T in one 16-byte store.
+template <class T>
+__device__ __forceinline__ void store_scaled(T* dst, float4 lo, float4 hi, float scale) {
+  uint4 out;
+  out.x = ElemTraits<T>::pack(lo.x * scale, lo.y * scale);
+  out.y = ElemTraits<T>::pack(lo.z * scale, lo.w * scale);
+  out.z = ElemTraits<T>::pack(hi.x * scale, hi.y * scale);
+  out.w = ElemTraits<T>::pack(hi.z * scale, hi.w * scale);
+  *reinterpret_cast<uint4*>(dst) = out;
+}
 
 template <class T, int kD, bool kPacked>
 __device__ __forceinline__ void convert_dq_body(const BwdParams& p, DqMode mode, int splits,
@@ -41,6 +56,15 @@ __device__ __forceinline__ void convert_dq_body(const BwdParams& p, DqMode mode,
     if (chunk >= n_chunks) return;
     const int64_t t = at / (static_cast<int64_t>(p.H) * kD);  // token
     const int64_t h = (at / kD) % p.H;
+    if (mode != DqMode::split) {  // one accumulator: load, then search (see the top)
+      const float4* src =
+          reinterpret_cast<const float4*>(p.dQ_accum + (h * p.total_q + t) * kD + col);
+      const float4 lo = src[0], hi = src[1];
+      const int b = seq_of(p.B, t, [&](int s) { return static_cast<int64_t>(p.cu_q[s]); });
+      const int row = static_cast<int>(t - p.cu_q[b]);
+      store_scaled<T>(static_cast<T*>(p.dQ) + at - col + dq_accum_col(row, col), lo, hi, p.scale);
+      return;
+    }
     const int b = seq_of(p.B, t, [&](int s) { return static_cast<int64_t>(p.cu_q[s]); });
     const SeqRows sr = seq_rows(p.cu_q, p.cu_k, b);
     q = static_cast<int>(t - sr.q0);
@@ -68,12 +92,8 @@ __device__ __forceinline__ void convert_dq_body(const BwdParams& p, DqMode mode,
     acc[0] += lo.x, acc[1] += lo.y, acc[2] += lo.z, acc[3] += lo.w;
     acc[4] += hi.x, acc[5] += hi.y, acc[6] += hi.z, acc[7] += hi.w;
   }
-  uint4 out;
-  out.x = ElemTraits<T>::pack(acc[0] * p.scale, acc[1] * p.scale);
-  out.y = ElemTraits<T>::pack(acc[2] * p.scale, acc[3] * p.scale);
-  out.z = ElemTraits<T>::pack(acc[4] * p.scale, acc[5] * p.scale);
-  out.w = ElemTraits<T>::pack(acc[6] * p.scale, acc[7] * p.scale);
-  *reinterpret_cast<uint4*>(static_cast<T*>(p.dQ) + at) = out;
+  store_scaled<T>(static_cast<T*>(p.dQ) + at, make_float4(acc[0], acc[1], acc[2], acc[3]),
+                  make_float4(acc[4], acc[5], acc[6], acc[7]), p.scale);
 }
 
 template <class T, int kD>

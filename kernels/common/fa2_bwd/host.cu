@@ -53,9 +53,14 @@ BwdParams bwd_make_params(const DeviceTensors& t) {
 template <class T, int kD>
 void launch_bwd_preprocess(const BwdParams& p, void* stream) {
   constexpr int kRowsPerBlock = 256 / (kD / 8);
-  const int64_t rows = p.cu_q != nullptr ? static_cast<int64_t>(p.H) * p.lse_rows
-                                         : static_cast<int64_t>(p.BH) * p.Nq_pad;
-  const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  // Dense: one group per row of LSE2. Packed: one per (token, head), then the padding rows'
+  // blocks (preprocess.cuh).
+  const int64_t pad_rows = static_cast<int64_t>(p.B) * p.H * bwd::kPackedPadRows;
+  const int64_t blocks64 =
+      p.cu_q != nullptr
+          ? bwd::preprocess_packed_main_blocks<kD>(p.total_q, p.H) + (pad_rows + 255) / 256
+          : (static_cast<int64_t>(p.BH) * p.Nq_pad + kRowsPerBlock - 1) / kRowsPerBlock;
+  const auto blocks = static_cast<unsigned>(blocks64);
   const auto st = static_cast<cudaStream_t>(stream);
   if (p.cu_q != nullptr)
     bwd::preprocess_packed_kernel<T, kD><<<blocks, 256, 0, st>>>(p);
