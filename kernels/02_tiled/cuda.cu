@@ -74,12 +74,16 @@ size_t tiled_workspace(const Problem&, const LaunchOptions&) {
 template <class T, int D>
 void forward_for(const tiled_fwd::FwdParams& fp, const Problem& p, cudaStream_t st) {
   const int heads = static_cast<int>(p.shape.heads());
-  // One kernel for every band (both of its sides tested: at d = 128 the right side alone needs
-  // the same registers).
-  if (fp.band.banded || fp.cu_q != nullptr)  // packed: the one packed kernel (fwd_launch.h)
+  // The kernel that tests only the sides the band has (common/band.h: mask_kind_of): the causal
+  // mask's diagonal tiles compare each score with the right side alone.
+  if (fp.cu_q != nullptr)  // packed: the one packed kernel, both sides (fwd_launch.h)
     tiled_fwd::launch_fwd<T, D, MaskKind::both>(fp, heads, st);
-  else
+  else if (!fp.band.banded)
     tiled_fwd::launch_fwd<T, D, MaskKind::none>(fp, heads, st);
+  else if (mask_kind_of(p) == MaskKind::right)
+    tiled_fwd::launch_fwd<T, D, MaskKind::right>(fp, heads, st);
+  else
+    tiled_fwd::launch_fwd<T, D, MaskKind::both>(fp, heads, st);
 }
 
 void tiled_forward(const DeviceTensors& t) {

@@ -179,7 +179,13 @@ __device__ __forceinline__ void fwd_body(const FwdParams& p) {
   // sees (those above the causal diagonal, those outside a window are skipped whole).
   const BlockRange kr =
       kBanded ? band.k_blocks(q0 / Br, Br, Bc) : BlockRange{0, (Nk + Bc - 1) / Bc};
-  const int kv0 = kr.begin, n_kv = kr.count();
+  // Without a left side every row's band starts at key 0. At d = 64 kv0 is then the constant 0, so
+  // the K/V loads below compile to the plain ones: the causal kernel is 2 % faster than with kv0
+  // from the band. At d = 128 the same constant is 2-3 % slower (ptxas fits the kernel in 255
+  // registers without its 8-byte spill, by a schedule that costs more), so it keeps the band's
+  // (docs/perf.md, "tiled's causal forward").
+  constexpr bool kKv0Zero = !kLeft && D == 64;
+  const int kv0 = kKv0Zero ? 0 : kr.begin, n_kv = kr.end - kv0;
   // Loop invariants: the keys from kv0 * Bc on (the loop counts tiles from there), and the band's
   // offset of the warp (the mask below).
   const int64_t kv_skip = static_cast<int64_t>(kv0) * Bc * kv_stride;  // elements of K, V skipped

@@ -33,8 +33,8 @@ struct FwdParams {
   int total_q = 0;     // query tokens of the batch (LSE is [H, total_q])
 };
 
-// kMask: the sides of the problem's band the kernel tests (common/band.h: none, or both for every
-// band); the ragged last K/V tile is always masked. A packed batch (p.cu_q set) runs the packed
+// kMask: the sides of the problem's band the kernel tests (common/band.h: none, the right side
+// alone, or both); the ragged last K/V tile is always masked. A packed batch (p.cu_q set) runs the packed
 // kernel, which is built with kMask = both only (cuda.cu asks for it).
 template <class T, int D, MaskKind kMask>
 void launch_fwd(const FwdParams& p, int heads, cudaStream_t stream);
