@@ -76,14 +76,21 @@ void forward_for(const tiled_fwd::FwdParams& fp, const Problem& p, cudaStream_t 
   const int heads = static_cast<int>(p.shape.heads());
   // The kernel that tests only the sides the band has (common/band.h: mask_kind_of): the causal
   // mask's diagonal tiles compare each score with the right side alone.
-  if (fp.cu_q != nullptr)  // packed: the one packed kernel, both sides (fwd_launch.h)
+  if (fp.cu_q != nullptr) {  // packed: the one packed kernel, both sides (fwd_launch.h)
     tiled_fwd::launch_fwd<T, D, MaskKind::both>(fp, heads, st);
-  else if (!fp.band.banded)
-    tiled_fwd::launch_fwd<T, D, MaskKind::none>(fp, heads, st);
-  else if (mask_kind_of(p) == MaskKind::right)
-    tiled_fwd::launch_fwd<T, D, MaskKind::right>(fp, heads, st);
-  else
-    tiled_fwd::launch_fwd<T, D, MaskKind::both>(fp, heads, st);
+    return;
+  }
+  switch (mask_kind_of(p)) {
+    case MaskKind::none:
+      tiled_fwd::launch_fwd<T, D, MaskKind::none>(fp, heads, st);
+      break;
+    case MaskKind::right:
+      tiled_fwd::launch_fwd<T, D, MaskKind::right>(fp, heads, st);
+      break;
+    case MaskKind::both:
+      tiled_fwd::launch_fwd<T, D, MaskKind::both>(fp, heads, st);
+      break;
+  }
 }
 
 void tiled_forward(const DeviceTensors& t) {

@@ -180,10 +180,12 @@ __device__ __forceinline__ void fwd_body(const FwdParams& p) {
   const BlockRange kr =
       kBanded ? band.k_blocks(q0 / Br, Br, Bc) : BlockRange{0, (Nk + Bc - 1) / Bc};
   // Without a left side every row's band starts at key 0. At d = 64 kv0 is then the constant 0, so
-  // the K/V loads below compile to the plain ones: the causal kernel is 2 % faster than with kv0
-  // from the band. At d = 128 the same constant is 2-3 % slower (ptxas fits the kernel in 255
-  // registers without its 8-byte spill, by a schedule that costs more), so it keeps the band's
-  // (docs/perf.md, "tiled's causal forward").
+  // the K/V loads below compile to the plain ones: against ec149c0's causal kernel 0.999-1.013x,
+  // where kv0 from the band ran at 0.978-0.994x. At d = 128 the constant ran at 0.935-0.969x (ptxas
+  // fits the kernel in 255 registers without its 8-byte spill, by a schedule that costs more), kv0
+  // from the band at 0.962-0.992x, so d = 128 and 256 keep the band's (two calls, each against
+  // ec149c0: docs/perf.md, "tiled's causal forward against ec149c0"). Without a band
+  // (MaskKind::none) kv0 is 0 anyway.
   constexpr bool kKv0Zero = !kLeft && D == 64;
   const int kv0 = kKv0Zero ? 0 : kr.begin, n_kv = kr.end - kv0;
   // Loop invariants: the keys from kv0 * Bc on (the loop counts tiles from there), and the band's

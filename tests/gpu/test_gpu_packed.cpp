@@ -42,7 +42,10 @@ struct PackedCase {
 
 std::string join(const std::vector<int64_t>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "_" : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += '_';
+    s += std::to_string(v[i]);
+  }
   return s;
 }
 
@@ -93,6 +96,10 @@ const std::vector<PackedShape>& packed_shapes() {
       // Windows: (256, 256) over a long and short sequences, (64, 0) with H / Hkv = 4 = H.
       {{128, 4097, 17}, {}, 2, 2, 256, 256},
       {{1000, 17, 1, 128}, {1000, 128, 17, 1}, 4, 1, 64, 0},
+      // One sequence (B = 1) over an odd number of heads, and a batch whose last sequence is
+      // empty (the backward's padding rows after it run to the end of LSE2 and D).
+      {{300}, {}, 3, 1},
+      {{5, 130, 0}, {}, 4, 2},
   };
   return shapes;
 }

@@ -56,13 +56,13 @@ __device__ __forceinline__ void convert_dq_body(const BwdParams& p, DqMode mode,
     if (chunk >= n_chunks) return;
     const int64_t t = at / (static_cast<int64_t>(p.H) * kD);  // token
     const int64_t h = (at / kD) % p.H;
-    if (mode != DqMode::split) {  // one accumulator: load, then search (see the top)
+    if (mode == DqMode::atomic) {  // one accumulator (splits == 1): load, then search (the top)
       const float4* src =
           reinterpret_cast<const float4*>(p.dQ_accum + (h * p.total_q + t) * kD + col);
       const float4 lo = src[0], hi = src[1];
       const int b = seq_of(p.B, t, [&](int s) { return static_cast<int64_t>(p.cu_q[s]); });
-      const int row = static_cast<int>(t - p.cu_q[b]);
-      store_scaled<T>(static_cast<T*>(p.dQ) + at - col + dq_accum_col(row, col), lo, hi, p.scale);
+      q = static_cast<int>(t - p.cu_q[b]);
+      store_scaled<T>(static_cast<T*>(p.dQ) + at - col + dq_accum_col(q, col), lo, hi, p.scale);
       return;
     }
     const int b = seq_of(p.B, t, [&](int s) { return static_cast<int64_t>(p.cu_q[s]); });

@@ -55,11 +55,11 @@ void launch_bwd_preprocess(const BwdParams& p, void* stream) {
   constexpr int kRowsPerBlock = 256 / (kD / 8);
   // Dense: one group per row of LSE2. Packed: one per (token, head), then the padding rows'
   // blocks (preprocess.cuh).
-  const int64_t pad_rows = static_cast<int64_t>(p.B) * p.H * bwd::kPackedPadRows;
-  const int64_t blocks64 =
-      p.cu_q != nullptr
-          ? bwd::preprocess_packed_main_blocks<kD>(p.total_q, p.H) + (pad_rows + 255) / 256
-          : (static_cast<int64_t>(p.BH) * p.Nq_pad + kRowsPerBlock - 1) / kRowsPerBlock;
+  int64_t blocks64 = (static_cast<int64_t>(p.BH) * p.Nq_pad + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (p.cu_q != nullptr) {
+    const int64_t pad_rows = static_cast<int64_t>(p.B) * p.H * kPackedPadRows;
+    blocks64 = bwd::preprocess_packed_main_blocks<kD>(p.total_q, p.H) + (pad_rows + 255) / 256;
+  }
   const auto blocks = static_cast<unsigned>(blocks64);
   const auto st = static_cast<cudaStream_t>(stream);
   if (p.cu_q != nullptr)

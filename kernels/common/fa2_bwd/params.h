@@ -97,6 +97,9 @@ inline int64_t bwd_align(int64_t bytes) {
 FLASHLAB_BAND_HD int64_t bwd_packed_lse_start(int64_t cu, int b) {
   return (cu + 3) / 4 * 4 + static_cast<int64_t>(b) * (kRowPad + 4);
 }
+// The padding rows after sequence b's last row, up to the next sequence's first (or the end):
+// kRowPad + 4 given, plus 0 to 3 from the next start's rounding. At most kPackedPadRows.
+inline constexpr int kPackedPadRows = kRowPad + 4 + 3;
 inline int64_t bwd_packed_lse_rows(const Problem& p) {
   return (p.shape.total_q() + 3) / 4 * 4 + p.shape.B * (kRowPad + 4);
 }

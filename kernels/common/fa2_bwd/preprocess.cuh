@@ -76,7 +76,6 @@ __host__ __device__ inline int64_t preprocess_packed_main_blocks(int64_t total_q
   constexpr int kRowsPerBlock = 256 / (kD / 8);
   return (total_q * H + kRowsPerBlock - 1) / kRowsPerBlock;
 }
-inline constexpr int kPackedPadRows = kRowPad + 7;  // at most, after each sequence (params.h)
 
 template <class T, int kD>
 __device__ __forceinline__ void preprocess_packed_body(const BwdParams& p) {
