@@ -52,9 +52,9 @@ BwdParams bwd_make_params(const DeviceTensors& t) {
 
 template <class T, int kD>
 void launch_bwd_preprocess(const BwdParams& p, void* stream) {
-  constexpr int kRowsPerBlock = 256 / (kD / 8);
   // Dense: one group per row of LSE2. Packed: one per (token, head), then the padding rows'
   // blocks (preprocess.cuh).
+  constexpr int kRowsPerBlock = bwd::kPrepRowsPerBlock<kD>;
   int64_t blocks64 = (static_cast<int64_t>(p.BH) * p.Nq_pad + kRowsPerBlock - 1) / kRowsPerBlock;
   if (p.cu_q != nullptr) {
     const int64_t pad_rows = static_cast<int64_t>(p.B) * p.H * kPackedPadRows;

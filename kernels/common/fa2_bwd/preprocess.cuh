@@ -24,10 +24,16 @@
 
 namespace flashlab::cuda::bwd {
 
+// A preprocess block: 256 threads, kD / 8 lanes (16 bytes each) per row of O and dO.
+template <int kD>
+inline constexpr int kPrepLanesPerRow = kD / 8;
+template <int kD>
+inline constexpr int kPrepRowsPerBlock = 256 / kPrepLanesPerRow<kD>;
+
 // O . dO over a row: kD / 8 consecutive lanes of one warp, 16 bytes each, summed by a butterfly.
 template <class T, int kD>
 __device__ __forceinline__ float row_dot(const T* O, const T* dO, int64_t at, bool valid) {
-  constexpr int kLanesPerRow = kD / 8;
+  constexpr int kLanesPerRow = kPrepLanesPerRow<kD>;
   float dot = 0.f;
   if (valid) {
     const uint4 o = *reinterpret_cast<const uint4*>(O + at);
@@ -52,8 +58,7 @@ __device__ __forceinline__ float lse2_of(float lse) {
 
 template <class T, int kD>
 __device__ __forceinline__ void preprocess_dense_body(const BwdParams& p) {
-  constexpr int kLanesPerRow = kD / 8;  // 16-byte pieces per row
-  constexpr int kRowsPerBlock = 256 / kLanesPerRow;
+  constexpr int kLanesPerRow = kPrepLanesPerRow<kD>, kRowsPerBlock = kPrepRowsPerBlock<kD>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kLanesPerRow;
   const int piece = threadIdx.x % kLanesPerRow;
   const int64_t n_rows = static_cast<int64_t>(p.BH) * p.Nq_pad;
@@ -73,14 +78,12 @@ __device__ __forceinline__ void preprocess_dense_body(const BwdParams& p) {
 // blocks (launch_bwd_preprocess counts both).
 template <int kD>
 __host__ __device__ inline int64_t preprocess_packed_main_blocks(int64_t total_q, int H) {
-  constexpr int kRowsPerBlock = 256 / (kD / 8);
-  return (total_q * H + kRowsPerBlock - 1) / kRowsPerBlock;
+  return (total_q * H + kPrepRowsPerBlock<kD> - 1) / kPrepRowsPerBlock<kD>;
 }
 
 template <class T, int kD>
 __device__ __forceinline__ void preprocess_packed_body(const BwdParams& p) {
-  constexpr int kLanesPerRow = kD / 8;
-  constexpr int kRowsPerBlock = 256 / kLanesPerRow;
+  constexpr int kLanesPerRow = kPrepLanesPerRow<kD>, kRowsPerBlock = kPrepRowsPerBlock<kD>;
   const int64_t main_blocks = preprocess_packed_main_blocks<kD>(p.total_q, p.H);
   if (blockIdx.x >= main_blocks) {  // padding: row k after sequence b's last, in head h
     const int64_t i = (blockIdx.x - main_blocks) * 256 + threadIdx.x;
