@@ -179,15 +179,24 @@ __device__ __forceinline__ void fwd_body(const FwdParams& p) {
   // sees (those above the causal diagonal, those outside a window are skipped whole).
   const BlockRange kr =
       kBanded ? band.k_blocks(q0 / Br, Br, Bc) : BlockRange{0, (Nk + Bc - 1) / Bc};
-  // Without a left side every row's band starts at key 0. At d = 64 kv0 is then the constant 0, so
-  // the K/V loads below compile to the plain ones: against ec149c0's causal kernel 0.999-1.013x,
-  // where kv0 from the band ran at 0.978-0.994x. At d = 128 the constant ran at 0.935-0.969x (ptxas
-  // fits the kernel in 255 registers without its 8-byte spill, by a schedule that costs more), kv0
-  // from the band at 0.962-0.992x, so d = 128 and 256 keep the band's (two calls, each against
-  // ec149c0: docs/perf.md, "tiled's causal forward against ec149c0"). Without a band
-  // (MaskKind::none) kv0 is 0 anyway.
-  constexpr bool kKv0Zero = !kLeft && D == 64;
-  const int kv0 = kKv0Zero ? 0 : kr.begin, n_kv = kr.end - kv0;
+  // Without a left side every row's band starts at key 0. At d = 64 and 128 kv0 is then the
+  // constant 0, so the K/V loads below compile to the plain ones: at d = 64 against ec149c0's causal
+  // kernel 0.999-1.013x, where kv0 from the band ran at 0.978-0.994x (docs/perf.md, "tiled's causal
+  // forward against ec149c0"). d = 256 keeps the band's. Without a band (MaskKind::none) kv0 is 0
+  // anyway.
+  constexpr bool kKv0Zero = !kLeft && (D == 64 || D == 128);
+  const int kv0 = kKv0Zero ? 0 : kr.begin;
+  int n_kv = kr.end - kv0;
+  if constexpr (kMask == MaskKind::right && D == 128) {
+    // ec149c0's count: the tiles up to the last key of the block's last real row (the band's count
+    // also covers the padding rows of a ragged last block, which are never stored). With the
+    // band's count and kv0 = 0, ptxas fitted this kernel in 255 registers without its 8-byte spill,
+    // by a schedule that ran at 0.935-0.969x ec149c0's; with this one the loop compiles to
+    // ec149c0's but for the mask block and where the band test sits among the Q.K^T MMAs, and runs
+    // at 0.990-1.009x ec149c0's (docs/perf.md).
+    const int last_key = min(q0 + Br, Nq) - 1 + band.offset + band.right;
+    n_kv = last_key < 0 ? 0 : min((Nk + Bc - 1) / Bc, last_key / Bc + 1);
+  }
   // Loop invariants: the keys from kv0 * Bc on (the loop counts tiles from there), and the band's
   // offset of the warp (the mask below).
   const int64_t kv_skip = static_cast<int64_t>(kv0) * Bc * kv_stride;  // elements of K, V skipped
