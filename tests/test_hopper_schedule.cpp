@@ -1,7 +1,8 @@
 // The Hopper forward's tile schedule (kernels/06_hopper/schedule.h), which the CUDA kernel and its
 // CPU twin share, checked against brute force over the causal mask and sliding windows: the Q
 // blocks cover every row once, a block visits exactly the K blocks its rows see, and the
-// iterations it runs without a mask need none.
+// iterations it runs without a mask need none; for bands without a left side, the form the kernels
+// for them use gives the same schedule.
 #define FLASHLAB_FOLDER hopper_schedule_test
 #include <gtest/gtest.h>
 
@@ -32,12 +33,14 @@ bool sees(const Case& c, int row, int key) {
   return true;
 }
 
-// The schedule for the case's band, as kernels/common/band.h derives its sides.
-BlockSchedule schedule_of(const Case& c, int q_block) {
+// The schedule for the case's band, as kernels/common/band.h derives its sides. left_side = false:
+// the form the kernels for bands without a left side use (MaskKind::right).
+BlockSchedule schedule_of(const Case& c, int q_block, bool left_side = true) {
   const int left = c.left >= 0 ? std::min(c.left, c.Nk) : c.Nk;
   int right = c.right >= 0 ? std::min(c.right, c.Nq) : c.Nq;
   if (c.causal) right = std::min(right, 0);
-  return block_schedule(c.Br, c.Bc, c.banded(), c.Nq, c.Nk, c.Nk - c.Nq, left, right, q_block);
+  return block_schedule(c.Br, c.Bc, c.banded(), c.Nq, c.Nk, c.Nk - c.Nq, left, right, q_block,
+                        left_side);
 }
 
 void check_case(const Case& c) {
@@ -48,6 +51,17 @@ void check_case(const Case& c) {
   int next_row = 0;  // the blocks cover rows 0, 1, ... in order, each once
   for (int i = 0; i < q_blocks; ++i) {
     const BlockSchedule s = schedule_of(c, i);
+    if (c.left < 0) {  // no left side: the kernels' constant-folded form gives the same schedule
+      const BlockSchedule r = schedule_of(c, i, false);
+      ASSERT_EQ(r.q0, s.q0);
+      ASSERT_EQ(r.q_end, s.q_end);
+      ASSERT_EQ(r.kv_begin, s.kv_begin);
+      ASSERT_EQ(r.n_kv, s.n_kv);
+      ASSERT_EQ(r.n_masked, s.n_masked);
+      ASSERT_EQ(r.n_tail, s.n_tail);
+      ASSERT_EQ(s.kv_begin, 0);
+      ASSERT_EQ(s.n_tail, 0);
+    }
     const int first = std::max(s.q0, 0);
     ASSERT_EQ(first, next_row);
     ASSERT_GT(s.q_end, first);

@@ -89,15 +89,17 @@ __device__ Tile tile_of(const FwdParams& p, int tile) {
   }
 }
 
-template <int Br, int Bc, bool kCausal>
+// kLeft: the kernel's band has a left side (fwd_params.h: kLeftSide); without one the schedule's
+// left-side arithmetic folds away (schedule.h).
+template <int Br, int Bc, bool kCausal, bool kLeft = true>
 __device__ BlockSchedule block_schedule(const FwdParams& p, int q_block) {
   return ::flashlab::FLASHLAB_FOLDER::block_schedule(Br, Bc, kCausal, p.Nq, p.Nk, p.causal_offset,
-                                                     p.band_left, p.band_right, q_block);
+                                                     p.band_left, p.band_right, q_block, kLeft);
 }
-template <int Br, int Bc, bool kCausal>
+template <int Br, int Bc, bool kCausal, bool kLeft = true>
 __device__ BlockSchedule block_schedule(const FwdParams& p, const SeqView& v, int q_block) {
   return ::flashlab::FLASHLAB_FOLDER::block_schedule(Br, Bc, kCausal, v.nq, v.nk, v.offset,
-                                                     p.band_left, p.band_right, q_block);
+                                                     p.band_left, p.band_right, q_block, kLeft);
 }
 
 template <int D, bool kCausal>

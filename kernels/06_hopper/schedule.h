@@ -57,8 +57,14 @@ struct BlockSchedule {
 // [i + offset - left, i + offset + right] of [0, Nk) (offset = Nk - Nq; the band of
 // kernels/common/band.h: the causal mask is (Nk, 0), a window (L, R), no mask (Nk, Nq) with
 // banded = false).
+//
+// left_side = false promises that the band has no left side (the causal mask, a window with no
+// left bound: `left` reaches past key 0 for every row), so the block starts at key block 0 and no
+// block needs the mask for a left side; a kernel built for such bands can pass it as a constant
+// and skip that arithmetic once per tile and thread.
 FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool banded, int Nq, int Nk,
-                                                int offset, int left, int right, int q_block) {
+                                                int offset, int left, int right, int q_block,
+                                                bool left_side = true) {
   BlockSchedule s;
   const int padding = banded ? (Br - Nq % Br) % Br : 0;  // banded: the blocks end at row Nq
   s.q0 = q_block * Br - padding;
@@ -66,7 +72,15 @@ FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool banded, int
   const int n_all = (Nk + Bc - 1) / Bc;
   int kv_begin = 0, kv_end = n_all;
   int lo = 0, hi = Nk / Bc;  // blocks [lo, hi) need no mask: whole, no key past Nk
-  if (banded) {
+  if (banded && !left_side) {
+    // No left side: from key block 0 to that of the last row's last key; needing no mask, the
+    // blocks up to the first row's last key.
+    const int last_key = s.q_end - 1 + offset + right, all_to = s.first_row() + offset + right;
+    const int visited_end = last_key < 0 ? 0 : last_key / Bc + 1;
+    kv_end = visited_end < n_all ? visited_end : n_all;
+    const int whole_hi = all_to + 1 <= 0 ? 0 : (all_to + 1) / Bc;
+    hi = whole_hi < hi ? whole_hi : hi;
+  } else if (banded) {
     // Visited: from the block of the first real row's first key to that of the last row's last
     // key. Needing no mask: the blocks wholly inside the keys every real row sees, from the last
     // row's first key to the first row's last key. (Padding rows above row 0 may meet a mask
