@@ -1,8 +1,8 @@
 // The Hopper forward's tile schedule (kernels/06_hopper/schedule.h), which the CUDA kernel and its
 // CPU twin share, checked against brute force over the causal mask and sliding windows: the Q
 // blocks cover every row once, a block visits exactly the K blocks its rows see, and the
-// iterations it runs without a mask need none; for bands without a left side, the form the kernels
-// for them use gives the same schedule.
+// iterations it runs without a mask need none; for bands without a left side, the form a kernel for
+// them can use (left_side = false) gives the same schedule.
 #define FLASHLAB_FOLDER hopper_schedule_test
 #include <gtest/gtest.h>
 
@@ -34,7 +34,7 @@ bool sees(const Case& c, int row, int key) {
 }
 
 // The schedule for the case's band, as kernels/common/band.h derives its sides. left_side = false:
-// the form the kernels for bands without a left side use (MaskKind::right).
+// the form a kernel for bands without a left side (MaskKind::right) can use.
 BlockSchedule schedule_of(const Case& c, int q_block, bool left_side = true) {
   const int left = c.left >= 0 ? std::min(c.left, c.Nk) : c.Nk;
   int right = c.right >= 0 ? std::min(c.right, c.Nq) : c.Nq;
@@ -51,7 +51,7 @@ void check_case(const Case& c) {
   int next_row = 0;  // the blocks cover rows 0, 1, ... in order, each once
   for (int i = 0; i < q_blocks; ++i) {
     const BlockSchedule s = schedule_of(c, i);
-    if (c.left < 0) {  // no left side: the kernels' constant-folded form gives the same schedule
+    if (c.left < 0) {  // no left side: the form without the left side's arithmetic agrees
       const BlockSchedule r = schedule_of(c, i, false);
       ASSERT_EQ(r.q0, s.q0);
       ASSERT_EQ(r.q_end, s.q_end);

@@ -3,8 +3,8 @@
 # (scripts/device_check.sh's stages) on the small ragged dense shapes of every CUDA kernel, grouped
 # heads and windows among them, and on small packed batches with grouped heads: 4 query heads over
 # 2 K/V heads with lengths 5, 130, 0 (causal), 3 over 1 with one sequence of 300 rows, and 4 over 1
-# with lengths 1000, 17, 1, 128 against keys 1000, 128, 17, 1 under a (64, 0) window (memcheck and
-# synccheck). Every version runs in each case. Needs build/carry/h.tgz.
+# with lengths 1000, 17, 1, 128 against keys 1000, 128, 17, 1 under a (64, 0) window (memcheck
+# only; racecheck and synccheck take the others). Every version runs in each case. Needs build/carry/h.tgz.
 set -uo pipefail
 mkdir -p build/device-bin
 tar xzf build/carry/h.tgz -C build/device-bin

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Why hopper's forward at d = 64, causal, N = 1024 (B = 16, H = 32; the pass takes 0.227 ms) runs
-# 1.3-2.7 % below ec149c0's since the axes came in (call 6): Nsight Compute (--set full, clocks not
+# 0.9-2.7 % below ec149c0's since the axes came in (call 6): Nsight Compute (--set full, clocks not
 # locked) on one launch of ec149c0's kernel (o) and main 62aeebd's (h), bf16; then each binary's
 # passes on the GPU timeline, to see whether the pass holds more than the kernel. Needs
 # build/carry/o1.tgz and h1.tgz (the stripped flashlab alone) and timeline.so.
