@@ -74,7 +74,8 @@ FLASHLAB_HD inline BlockSchedule block_schedule(int Br, int Bc, bool banded, int
   int lo = 0, hi = Nk / Bc;  // blocks [lo, hi) need no mask: whole, no key past Nk
   if (banded && !left_side) {
     // No left side: from key block 0 to that of the last row's last key; needing no mask, the
-    // blocks up to the first row's last key.
+    // blocks up to the first row's last key. (The right side's lines repeat the general branch's
+    // below, which stays as it was: folded together, its kernels' SASS changed.)
     const int last_key = s.q_end - 1 + offset + right, all_to = s.first_row() + offset + right;
     const int visited_end = last_key < 0 ? 0 : last_key / Bc + 1;
     kv_end = visited_end < n_all ? visited_end : n_all;

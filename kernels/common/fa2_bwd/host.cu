@@ -55,17 +55,16 @@ void launch_bwd_preprocess(const BwdParams& p, void* stream) {
   // Dense: one group per row of LSE2. Packed: one per (token, head), then the padding rows'
   // blocks (preprocess.cuh).
   constexpr int kRowsPerBlock = bwd::kPrepRowsPerBlock<kD>;
-  int64_t blocks64 = (static_cast<int64_t>(p.BH) * p.Nq_pad + kRowsPerBlock - 1) / kRowsPerBlock;
-  if (p.cu_q != nullptr) {
-    const int64_t pad_rows = static_cast<int64_t>(p.B) * p.H * kPackedPadRows;
-    blocks64 = bwd::preprocess_packed_main_blocks<kD>(p.total_q, p.H) + (pad_rows + 255) / 256;
-  }
+  const int64_t blocks64 =
+      p.cu_q != nullptr
+          ? bwd::preprocess_packed_blocks<kD>(p.total_q, p.H, p.B)
+          : (static_cast<int64_t>(p.BH) * p.Nq_pad + kRowsPerBlock - 1) / kRowsPerBlock;
   const auto blocks = static_cast<unsigned>(blocks64);
   const auto st = static_cast<cudaStream_t>(stream);
   if (p.cu_q != nullptr)
-    bwd::preprocess_packed_kernel<T, kD><<<blocks, 256, 0, st>>>(p);
+    bwd::preprocess_packed_kernel<T, kD><<<blocks, bwd::kPrepThreads, 0, st>>>(p);
   else
-    bwd::preprocess_kernel<T, kD><<<blocks, 256, 0, st>>>(p);
+    bwd::preprocess_kernel<T, kD><<<blocks, bwd::kPrepThreads, 0, st>>>(p);
   FLASHLAB_CHECK_LAUNCH();
 }
 

@@ -24,11 +24,12 @@
 
 namespace flashlab::cuda::bwd {
 
-// A preprocess block: 256 threads, kD / 8 lanes (16 bytes each) per row of O and dO.
+// A preprocess block: kPrepThreads threads, kD / 8 lanes (16 bytes each) per row of O and dO.
+inline constexpr int kPrepThreads = 256;
 template <int kD>
 inline constexpr int kPrepLanesPerRow = kD / 8;
 template <int kD>
-inline constexpr int kPrepRowsPerBlock = 256 / kPrepLanesPerRow<kD>;
+inline constexpr int kPrepRowsPerBlock = kPrepThreads / kPrepLanesPerRow<kD>;
 
 // O . dO over a row: kD / 8 consecutive lanes of one warp, 16 bytes each, summed by a butterfly.
 template <class T, int kD>
@@ -75,10 +76,16 @@ __device__ __forceinline__ void preprocess_dense_body(const BwdParams& p) {
 }
 
 // The packed grid: the main blocks, (token, head) groups of kD / 8 threads, then the padding
-// blocks (launch_bwd_preprocess counts both).
+// blocks, one thread per padding row of each (sequence, head).
 template <int kD>
 __host__ __device__ inline int64_t preprocess_packed_main_blocks(int64_t total_q, int H) {
   return (total_q * H + kPrepRowsPerBlock<kD> - 1) / kPrepRowsPerBlock<kD>;
+}
+template <int kD>
+inline int64_t preprocess_packed_blocks(int64_t total_q, int H, int B) {
+  const int64_t pad_rows = static_cast<int64_t>(B) * H * kPackedPadRows;
+  return preprocess_packed_main_blocks<kD>(total_q, H) +
+         (pad_rows + kPrepThreads - 1) / kPrepThreads;
 }
 
 template <class T, int kD>
@@ -86,7 +93,7 @@ __device__ __forceinline__ void preprocess_packed_body(const BwdParams& p) {
   constexpr int kLanesPerRow = kPrepLanesPerRow<kD>, kRowsPerBlock = kPrepRowsPerBlock<kD>;
   const int64_t main_blocks = preprocess_packed_main_blocks<kD>(p.total_q, p.H);
   if (blockIdx.x >= main_blocks) {  // padding: row k after sequence b's last, in head h
-    const int64_t i = (blockIdx.x - main_blocks) * 256 + threadIdx.x;
+    const int64_t i = (blockIdx.x - main_blocks) * kPrepThreads + threadIdx.x;
     if (i >= static_cast<int64_t>(p.B) * p.H * kPackedPadRows) return;
     const int k = static_cast<int>(i % kPackedPadRows);
     const int64_t bh = i / kPackedPadRows;
@@ -122,12 +129,12 @@ __device__ __forceinline__ void preprocess_packed_body(const BwdParams& p) {
 }
 
 template <class T, int kD>
-__global__ void __launch_bounds__(256) preprocess_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(kPrepThreads) preprocess_kernel(const BwdParams p) {
   preprocess_dense_body<T, kD>(p);
 }
 
 template <class T, int kD>
-__global__ void __launch_bounds__(256) preprocess_packed_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(kPrepThreads) preprocess_packed_kernel(const BwdParams p) {
   preprocess_packed_body<T, kD>(p);
 }
 
