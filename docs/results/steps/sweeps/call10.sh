@@ -19,25 +19,7 @@ for r in 1 2; do
     echo "$b$r rc=$? $((SECONDS-t0))s"
   done
 done
-python3 - "$OUT" <<'PY' | tee "$OUT/compare.txt"
-import json, sys, glob, os, math
-R = {}
-for f in sorted(glob.glob(f"{sys.argv[1]}/fwd_[hq][12].json")):
-    br = os.path.basename(f)[4:-5]
-    for t in json.load(open(f))["tables"]:
-        for x in t.get("rows", []):
-            if x.get("tflops") is None or x.get("version") != "hopper": continue
-            R.setdefault((x["dtype"], x["d"], x["causal"], x["N"]), {})[br] = x["tflops"]
-names = ("h1", "q1", "h2", "q2")
-print("hopper fwd TFLOP/s: dtype d causal N |", *names, "| q/h (sums of the two rounds), h2/h1")
-q = []
-for k in sorted(R, key=str):
-    v = R[k]
-    if all(n in v for n in names):
-        a = (v["q1"] + v["q2"]) / (v["h1"] + v["h2"]); q.append(a)
-        print(*k, "|", *(f"{v[n]:.1f}" for n in names), f"| {a:.3f} {v['h2'] / v['h1']:.3f}")
-if q: print(f"geometric mean over {len(q)} shapes: q/h {math.exp(sum(map(math.log, q)) / len(q)):.3f}; lowest {min(q):.3f}, highest {max(q):.3f}")
-PY
+python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base h --new q --version hopper | tee "$OUT/compare.txt"
 timeout 250 bins/q/flashlab_gpu_tests --gtest_color=no --gtest_filter='*CudaVersions*causal*:Axes/*:Packed/*' > "$L/tests_q.log" 2>&1
 echo "tests q rc=$? $((SECONDS-t0))s: $(grep -E '^\[  (PASSED|FAILED)  \]|tests from .* ran' "$L/tests_q.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' "$L/tests_q.log" | head -5
