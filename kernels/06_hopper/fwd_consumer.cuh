@@ -130,7 +130,7 @@ struct Consumer {
       const Tile tl = tile_of<kIdeas.heavy_first, kPacked, Br>(p, tile);
       set_tile(tl);
       const SeqView sv = seq_view<kPacked>(p, seq());
-      sc = block_schedule<Br, Bc, kCausal>(p, sv, tl.q_block);
+      sc = block_schedule<Br, Bc, kCausal, kLeft>(p, sv, tl.q_block);
       if (sc.n_kv == 0) {  // causal, Nq > Nk (or a sequence without keys): no row sees a key
         store_empty_rows<T, D, kPacked>(p, sc, sv, head(), wg(), t());
         continue;

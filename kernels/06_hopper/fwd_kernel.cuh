@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(kThreads<FwdTraits<D, kCausal>, kIdeaBits>, 1)
         if (tile >= p.tiles) break;
         const Tile tl = tile_of<kIdeas.heavy_first, kPacked, Tr::Br>(p, tile);
         const BlockSchedule sc =
-            block_schedule<Tr::Br, Tr::Bc, kCausal>(p, seq_view<kPacked>(p, tl.seq), tl.q_block);
+            block_schedule<Tr::Br, Tr::Bc, kCausal, L::kLeft>(p, seq_view<kPacked>(p, tl.seq),
+                                                          tl.q_block);
         if (sc.n_kv == 0) continue;
         // The tile's maps: the problem's, or its sequence's (made by the map kernel: acquired
         // before their first copy).

@@ -89,9 +89,9 @@ __device__ Tile tile_of(const FwdParams& p, int tile) {
   }
 }
 
-// kLeft: the kernel's band has a left side (fwd_params.h: kLeftSide); false makes the schedule skip
-// the left side's arithmetic (schedule.h). The kernels pass the default for now
-// (docs/perf.md, "The sweeps again at 62aeebd").
+// kLeft: the kernel's band has a left side (fwd_params.h: kLeftSide); false (the causal mask, a
+// window without a left bound) makes the schedule skip the left side's arithmetic once per tile
+// (schedule.h; docs/perf.md, "The sweeps again at 62aeebd").
 template <int Br, int Bc, bool kCausal, bool kLeft = true>
 __device__ BlockSchedule block_schedule(const FwdParams& p, int q_block) {
   return ::flashlab::FLASHLAB_FOLDER::block_schedule(Br, Bc, kCausal, p.Nq, p.Nk, p.causal_offset,
