@@ -93,11 +93,6 @@ __device__ Tile tile_of(const FwdParams& p, int tile) {
 // window without a left bound) makes the schedule skip the left side's arithmetic once per tile
 // (schedule.h; docs/perf.md, "The sweeps again at 62aeebd").
 template <int Br, int Bc, bool kCausal, bool kLeft = true>
-__device__ BlockSchedule block_schedule(const FwdParams& p, int q_block) {
-  return ::flashlab::FLASHLAB_FOLDER::block_schedule(Br, Bc, kCausal, p.Nq, p.Nk, p.causal_offset,
-                                                     p.band_left, p.band_right, q_block, kLeft);
-}
-template <int Br, int Bc, bool kCausal, bool kLeft = true>
 __device__ BlockSchedule block_schedule(const FwdParams& p, const SeqView& v, int q_block) {
   return ::flashlab::FLASHLAB_FOLDER::block_schedule(Br, Bc, kCausal, v.nq, v.nk, v.offset,
                                                      p.band_left, p.band_right, q_block, kLeft);
