@@ -50,10 +50,10 @@ TEST(SweepsScript, ReadsTheCommittedSweeps) {
 }
 
 TEST(SweepsScript, BadInputIsOneLine) {
-  for (const std::string args : {std::string("/nonexistent/a.json /nonexistent/b.json"),
-                                 testing::quoted(std::string(FLASHLAB_SOURCE_DIR) + "/README.md") +
-                                     " " + result("compare_torch_bwd_hopper.json"),
-                                 std::string("")}) {
+  for (const std::string& args : {std::string("/nonexistent/a.json /nonexistent/b.json"),
+                                  testing::quoted(std::string(FLASHLAB_SOURCE_DIR) + "/README.md") +
+                                      " " + result("compare_torch_bwd_hopper.json"),
+                                  std::string("")}) {
     const Ran r = run_script(args);
     EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
     EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
@@ -86,7 +86,7 @@ TEST(RoundsScript, ReproducesTheCommittedComparisons) {
 
 TEST(RoundsScript, BadInputIsOneLine) {
   const std::string call9 = result("steps/sweeps/call9");
-  for (const std::string args :
+  for (const std::string& args :
        {std::string("/nonexistent --prefix d64_ --base h --new n --version hopper"),
         call9 + " --prefix d64_ --base h --new n --version tiled",
         call9 + " --prefix d64_ --base h --new n --version hopper --rounds 0",
