@@ -1,28 +1,14 @@
 #!/usr/bin/env bash
-# Call 3 (outputs: call3/): 80-row steps under the causal mask, a probe. w's kernel takes a band
-# as it is (its schedule and masks are the 64-row kernel's, by Br), but cuda.cu gives it only the
-# problems without one; w was built with probe_causal.patch on top of wide.patch, which also
-# gives it the causal problems when FLASHLAB_PROBE_WIDE_CAUSAL is set. Causal d = 128 backward
-# shapes of the sweep, alternating h (main: e.tgz), w (the same kernels as h under the causal
-# mask: the spread) and wc (w with the variable set), two rounds, each pass after a 1 s pause.
-# Prediction: the long causal sequences, where most steps are whole tiles below the diagonal,
-# gain what the non-causal ones gain in call 1; N = 1024 and 2048 lose (a diagonal of 128 keys
-# crosses three 80-row blocks where it crossed two 64-row ones). Needs build/carry/e.tgz, w.tgz.
+# Call 3 (outputs: call3/), once calls 1 and 2 have passed: the 40-shape backward sweep beside
+# PyTorch (hopper and hopper-deterministic; N = 1024 ... 16384, d 64 and 128, fp16 and bf16, causal
+# and not; B*N = 16k tokens, hidden 2048) on w (main with wide.patch and the inert
+# probe_causal.patch), each pass after a 1 s pause on both sides, as sweeps/call2.sh: the README's
+# backward table, and against 62aeebd's sweep (scripts/compare_sweeps.py) the non-causal d = 128
+# shapes up by call 2's gain, the others within the between-call spread. Needs build/carry/w.tgz.
 set -uo pipefail
-mkdir -p "$OUT/logs" bins/h bins/w
-tar xzf build/carry/e.tgz -C bins/h; tar xzf build/carry/w.tgz -C bins/w
-L="$OUT/logs"; t0=$SECONDS
-bench() {  # letter, binary, then the environment's extra words
-  local name=$1 bin=$2; shift 2
-  env "$@" timeout 80 bins/$bin/flashlab bench --backend cuda --versions hopper --passes bwd -N 1024,2048,4096,8192,16384 -d 128 --dtype fp16,bf16 --causal yes --hidden 2048 --repeats 10 --warmup 3 --pause 1000 --json "$OUT/bwd_$name.json" > "$L/bwd_$name.log" 2>&1
-  echo "$name rc=$? $((SECONDS-t0))s"
-}
-for r in 1 2; do
-  bench h$r h
-  bench w$r w
-  bench c$r w FLASHLAB_PROBE_WIDE_CAUSAL=1
-done
-python3 scripts/compare_rounds.py "$OUT" --prefix bwd_ --base h --new w --version hopper | tee "$OUT/compare_hw.txt"
-python3 scripts/compare_rounds.py "$OUT" --prefix bwd_ --base h --new c --version hopper | tee "$OUT/compare_hc.txt"
-gzip -f "$L"/*.log
-cd "$OUT" && tar czf call3.tgz logs *.json compare_*.txt && rm -rf logs *.json && ls
+mkdir -p bins/w "$OUT/logs"
+tar xzf build/carry/w.tgz -C bins/w
+t0=$SECONDS
+timeout 570 python3 scripts/compare_torch.py --flashlab bins/w/flashlab --versions hopper,hopper-deterministic --passes bwd -N 1024,2048,4096,8192,16384 --pause 1000 --out "$OUT/compare_torch_bwd_hopper.json" > "$OUT/logs/compare_bwd.log" 2>&1
+echo "compare bwd rc=$? $((SECONDS-t0))s"; tail -8 "$OUT/logs/compare_bwd.log"
+gzip -f "$OUT"/logs/*.log
