@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Call 1 (outputs: call1/). The FP8 quantization pass with one reciprocal per block and a product
+# per code instead of a division per code (q: main with quant_rcp.patch; the twin rounds the same
+# two steps) against main (h: build/carry/e.tgz, e006e3a's binary: the same SASS as main). First
+# q's GPU tests of the FP8 rung (the test matrix, the codes and scales against the twin's, the
+# converter, the entry) and compute-sanitizer memcheck on a small ragged grouped shape; then
+# hopper-fp8 and hopper-fp8-per-tensor at B = 1, N = 16384, hidden 2048 (d = 128: 16 heads; d =
+# 64: 32), non-causal, 10 timed runs each with the sampled check, alternating h, q, two rounds.
+# Prediction (docs/perf.md): 2 to 3 % faster at d = 128 (the pass was about 8 % of the run), about
+# as much at d = 64. Needs build/carry/e.tgz and q8.tgz (stripped flashlab and flashlab_gpu_tests
+# of main with quant_rcp.patch).
+set -uo pipefail
+mkdir -p "$OUT/logs" bins/h bins/q
+tar xzf build/carry/e.tgz -C bins/h; tar xzf build/carry/q8.tgz -C bins/q
+export PATH="$PATH:/usr/local/cuda/bin"
+L="$OUT/logs"; t0=$SECONDS
+timeout 120 bins/q/flashlab_gpu_tests --gtest_color=no --gtest_filter='HopperFp8/*:CudaHopperFp8Quantization.*:Fp8Cuda.*:GpuHopperFp8Entry.*' > "$L/tests_q.log" 2>&1
+echo "tests q rc=$? $((SECONDS-t0))s: $(grep -E '^\[  (PASSED|FAILED)  \]|tests from .* ran' "$L/tests_q.log" | tr '\n' ' ')"
+timeout 60 compute-sanitizer --tool memcheck --error-exitcode 3 bins/q/flashlab run --backend cuda --dtype fp8 --versions hopper-fp8,hopper-fp8-per-tensor -d 128 --Nq 177 --Nk 300 -H 4 --heads-kv 2 --repeats 1 --warmup 0 --bitwise-repeats 0 > "$L/memcheck_q.log" 2>&1
+echo "memcheck q rc=$? $((SECONDS-t0))s: $(grep -E 'ERROR SUMMARY' "$L/memcheck_q.log")"
+for r in 1 2; do
+  for b in h q; do
+    for d in 128 64; do
+      timeout 50 bins/$b/flashlab run --backend cuda --dtype fp8 --versions hopper-fp8,hopper-fp8-per-tensor -B 1 -H $((2048 / d)) -N 16384 -d $d --check sample --repeats 10 --warmup 2 --bitwise-repeats 0 --json "$OUT/run_$b${r}_d$d.json" > "$L/run_$b${r}_d$d.log" 2>&1
+      echo "$b$r d=$d rc=$? $((SECONDS-t0))s"
+    done
+  done
+done
+python3 - "$OUT" <<'PY' | tee "$OUT/compare.txt"
+import json, sys, statistics
+out = sys.argv[1]
+def rates(name):
+    try:
+        d = json.load(open(f"{out}/{name}.json"))
+    except OSError:
+        return {}
+    t = next(t for t in d["tables"] if t["id"] == "timing")
+    return {r["version"]: (r["median_ms"], r["tflops"]) for r in t["rows"]}
+for d in (128, 64):
+    for v in ("hopper-fp8", "hopper-fp8-per-tensor"):
+        h = [rates(f"run_h{r}_d{d}").get(v) for r in (1, 2)]
+        q = [rates(f"run_q{r}_d{d}").get(v) for r in (1, 2)]
+        if None in h or None in q:
+            print(f"d={d} {v}: missing"); continue
+        hm = statistics.mean(x[1] for x in h); qm = statistics.mean(x[1] for x in q)
+        print(f"d={d} {v}: h {h[0][1]:.1f} {h[1][1]:.1f}  q {q[0][1]:.1f} {q[1][1]:.1f} TFLOP/s"
+              f"  q/h {qm / hm:.3f}")
+PY
+gzip -f "$L"/*.log
+cd "$OUT" && tar czf call1.tgz logs *.json compare.txt && rm -rf logs *.json && ls
