@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Call 4 (outputs: call4/), once calls 1 and 2 have passed: the backward's speed. e (main's SASS),
+# w (wf.tgz: main with wide.patch and the inert probe_causal.patch) and s (sf.tgz: all five
+# patches) in turn, two rounds: `hopper` and `hopper-deterministic` backward, bf16, N = 4096 and
+# 16384, d = 64, 128 and 256, causal and not, hidden 2048, each pass after a 1 s pause. Without the
+# causal mask at d = 128, w / e is wide's step and s / w desc's; everywhere else s / e is desc's
+# (w's kernels are e's there). Predictions (docs/perf.md): wide +4 to +11 % at d = 128 non-causal;
+# desc 0 to +3 %.
+set -uo pipefail
+mkdir -p "$OUT/logs" bins/e bins/w bins/s
+tar xzf build/carry/e.tgz -C bins/e; tar xzf build/carry/wf.tgz -C bins/w; tar xzf build/carry/sf.tgz -C bins/s
+L="$OUT/logs"; t0=$SECONDS
+for r in 1 2; do
+  for b in e w s; do
+    timeout -k 10 150 bins/$b/flashlab bench --backend cuda --versions hopper,hopper-deterministic --passes bwd -N 4096,16384 -d 64,128,256 --dtype bf16 --causal no,yes --hidden 2048 --repeats 10 --warmup 3 --pause 1000 --json "$OUT/bwd_$b$r.json" > "$L/bwd_$b$r.log" 2>&1
+    echo "bwd $b$r rc=$? $((SECONDS-t0))s"
+  done
+done
+for v in hopper hopper-deterministic; do
+  python3 scripts/compare_rounds.py "$OUT" --prefix bwd_ --base e --new s --version $v | tee "$OUT/compare_bwd_s_e_$v.txt"
+  python3 scripts/compare_rounds.py "$OUT" --prefix bwd_ --base e --new w --version $v | tee "$OUT/compare_bwd_w_e_$v.txt"
+  python3 scripts/compare_rounds.py "$OUT" --prefix bwd_ --base w --new s --version $v | tee "$OUT/compare_bwd_s_w_$v.txt"
+done
+gzip -f "$L"/*.log
+cd "$OUT" && tar czf call4.tgz logs *.json compare_*.txt && rm -rf logs *.json && ls
+echo "elapsed $((SECONDS-t0))s"
