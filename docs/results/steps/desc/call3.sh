@@ -12,9 +12,12 @@ mkdir -p "$OUT/logs" bins/e bins/p bins/s bins/b
 tar xzf build/carry/e.tgz -C bins/e; tar xzf build/carry/p4f.tgz -C bins/p
 tar xzf build/carry/sf.tgz -C bins/s; tar xzf build/carry/b9f.tgz -C bins/b
 L="$OUT/logs"; t0=$SECONDS
+# Each command's time limit is cut to what is left of 540 s, so that the archive at the end is
+# always made (a call has 600 s, and only 8 files come back).
+lim() { local left=$((540 - SECONDS + t0)); if [ "$left" -lt "$1" ]; then echo $((left > 1 ? left : 1)); else echo "$1"; fi; }
 for r in 1 2; do
   for b in e p s; do
-    timeout -k 10 100 bins/$b/flashlab bench --backend cuda --versions hopper --passes fwd -N 4096,16384 -d 64,128,256 --dtype bf16 --causal no,yes --hidden 2048 --repeats 10 --warmup 3 --pause 1000 --json "$OUT/fwd_$b$r.json" > "$L/fwd_$b$r.log" 2>&1
+    timeout -k 10 $(lim 100) bins/$b/flashlab bench --backend cuda --versions hopper --passes fwd -N 4096,16384 -d 64,128,256 --dtype bf16 --causal no,yes --hidden 2048 --repeats 10 --warmup 3 --pause 1000 --json "$OUT/fwd_$b$r.json" > "$L/fwd_$b$r.log" 2>&1
     echo "fwd $b$r rc=$? $((SECONDS-t0))s"
   done
 done
@@ -24,7 +27,7 @@ python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base p --new s --versio
 for r in 1 2; do
   for b in b s; do
     for d in 128 64; do
-      timeout -k 10 45 bins/$b/flashlab run --backend cuda --dtype fp8 --versions hopper-fp8 -B 1 -H $((2048 / d)) -N 16384 -d $d --check sample --repeats 10 --warmup 2 --bitwise-repeats 0 --json "$OUT/fp8_$b${r}_d$d.json" > "$L/fp8_$b${r}_d$d.log" 2>&1
+      timeout -k 10 $(lim 45) bins/$b/flashlab run --backend cuda --dtype fp8 --versions hopper-fp8 -B 1 -H $((2048 / d)) -N 16384 -d $d --check sample --repeats 10 --warmup 2 --bitwise-repeats 0 --json "$OUT/fp8_$b${r}_d$d.json" > "$L/fp8_$b${r}_d$d.log" 2>&1
       echo "fp8 $b$r d=$d rc=$? $((SECONDS-t0))s"
     done
   done
