@@ -21,4 +21,4 @@ done
 timeout 150 python3 scripts/compare_torch.py --flashlab bins/w/flashlab --versions hopper --dtype bf16 -d 128 -N 4096,16384 --hidden 4096 --heads-kv 8 --pause 1000 --out "$OUT/compare_torch_gqa_hopper.json" > "$L/compare_gqa.log" 2>&1
 echo "compare gqa rc=$? $((SECONDS-t0))s"; tail -12 "$L/compare_gqa.log"
 gzip -f "$L"/*.log
-cd "$OUT" && tar czf call2.tgz logs *.json compare_*.txt && rm -rf logs *.json && ls
+cd "$OUT" && tar czf call2.tgz logs $(ls *.json 2>/dev/null) compare_*.txt && rm -rf logs *.json && ls

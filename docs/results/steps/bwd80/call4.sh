@@ -27,4 +27,4 @@ done
 python3 scripts/compare_rounds.py "$OUT" --prefix bwd_ --base h --new w --version hopper | tee "$OUT/compare_hw.txt"
 python3 scripts/compare_rounds.py "$OUT" --prefix bwd_ --base h --new c --version hopper | tee "$OUT/compare_hc.txt"
 gzip -f "$L"/*.log
-cd "$OUT" && tar czf call4.tgz logs *.json compare_*.txt && rm -rf logs *.json && ls
+cd "$OUT" && tar czf call4.tgz logs $(ls *.json 2>/dev/null) compare_*.txt && rm -rf logs *.json && ls
