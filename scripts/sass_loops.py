@@ -23,6 +23,7 @@ when it is on PATH or named by $CUOBJDUMP). With --compare, kernels are matched 
 gets one line on stderr and exit 1.
 """
 import argparse
+import bisect
 import os
 import re
 import shutil
@@ -79,13 +80,13 @@ def opcode(insn):
 
 def main_loop(insns, min_mma, skip_over):
     """(body, run, uniform) of the smallest loop with min_mma warpgroup MMAs, or None."""
+    addrs = [a for a, _ in insns]
     best = None
-    for i, (addr, text) in enumerate(insns):
+    for end, (addr, text) in enumerate(insns):
         m = TARGET.search(text)
         if not m or int(m.group(1), 16) >= addr:
             continue
-        start = int(m.group(1), 16)
-        body = [(a, t) for a, t in insns if start <= a <= addr]
+        body = insns[bisect.bisect_left(addrs, int(m.group(1), 16)):end + 1]
         if sum(1 for _, t in body if opcode(t).startswith(("HGMMA", "QGMMA"))) < min_mma:
             continue
         if not any(opcode(t).startswith("MUFU.EX2") for _, t in body):
@@ -94,17 +95,15 @@ def main_loop(insns, min_mma, skip_over):
             best = body
     if best is None:
         return None
-    last = best[-1][0]
+    # The forward branches inside the loop that skip more than skip_over instructions.
     skipped = 0
     for a, t in best:
         m = TARGET.search(t)
-        if not (m and t.startswith("@")):
+        if not (m and t.startswith("@")) or not a < int(m.group(1), 16) <= best[-1][0]:
             continue
-        to = int(m.group(1), 16)
-        if a < to <= last:
-            inside = sum(1 for b, _ in best if a < b < to)
-            if inside > skip_over:
-                skipped += inside
+        inside = bisect.bisect_left(addrs, int(m.group(1), 16)) - bisect.bisect_right(addrs, a)
+        if inside > skip_over:
+            skipped += inside
     uniform = sum(1 for _, t in best if opcode(t).startswith(("U", "R2UR")))
     return len(best), len(best) - skipped, uniform
 

@@ -84,6 +84,24 @@ inline CliResult run_cli(const std::string& args, int limit_s = 120, int data_li
   return r;
 }
 
+// What a Python script of scripts/ printed (stdout and stderr together) and its exit status.
+struct ScriptResult {
+  int rc = -1;
+  std::string out;
+};
+
+// Runs `python3 scripts/SCRIPT ARGS` (ARGS is shell text), stdin from /dev/null, killed after
+// `limit_s` seconds.
+inline ScriptResult run_python_script(const std::string& script, const std::string& args,
+                                      int limit_s = 60) {
+  ScratchDir io;
+  const std::string cmd = "timeout -k 5 " + std::to_string(limit_s) + " /usr/bin/python3 '" +
+                          std::string(FLASHLAB_SOURCE_DIR) + "/scripts/" + script + "' " + args +
+                          " </dev/null >'" + (io / "out") + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(io.path() / "out")};
+}
+
 // A copy, under `dir`, of what `flashlab verify` hashes in a tree: kernels/, src/, reference/,
 // labs/ (and the top CMakeLists.txt). Returns the copy's root.
 inline std::string copy_hashed_tree(const std::string& source, const fs::path& dir) {

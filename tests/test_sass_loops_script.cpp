@@ -14,18 +14,10 @@
 namespace flashlab {
 namespace {
 
-struct Ran {
-  int rc;
-  std::string out;
-};
+using Ran = testing::ScriptResult;
 
 Ran run_loops(const std::string& args) {
-  testing::ScratchDir io;
-  const std::string cmd = "timeout -k 5 60 /usr/bin/python3 " +
-                          testing::quoted(std::string(FLASHLAB_SOURCE_DIR) + "/scripts/sass_loops.py") +
-                          " " + args + " </dev/null >" + testing::quoted(io / "out") + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, testing::slurp(io.path() / "out")};
+  return testing::run_python_script("sass_loops.py", args);
 }
 
 // A kernel whose loop (0x30..0x100) has two MMAs, an exponential, a forward branch over three

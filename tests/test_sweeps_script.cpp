@@ -15,18 +15,10 @@
 namespace flashlab {
 namespace {
 
-struct Ran {
-  int rc;
-  std::string out;
-};
+using Ran = testing::ScriptResult;
 
 Ran run_script(const std::string& args, const char* script = "compare_sweeps.py") {
-  testing::ScratchDir io;
-  const std::string cmd = "timeout -k 5 60 /usr/bin/python3 " +
-                          testing::quoted(std::string(FLASHLAB_SOURCE_DIR) + "/scripts/" + script) +
-                          " " + args + " </dev/null >" + testing::quoted(io / "out") + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, testing::slurp(io.path() / "out")};
+  return testing::run_python_script(script, args);
 }
 
 std::string result(const char* name) {
