@@ -23,7 +23,8 @@ TYPES = [("__half", "f16"), ("__nv_bfloat16", "bf16")]
 CEILING_SHAPES = [("__nv_bfloat16", "bf16", 256)]
 # The FP8 forward (kernels/08_hopper_fp8): m64nNk32 on e4m3, N = Bc for S (both operands K-major
 # in shared memory: 8-bit products have no transpose bits) and N = d for O (P from registers).
-FP8_SHAPES = [64, 128]
+FP8_SS_SHAPES = [192]
+FP8_RS_SHAPES = [64, 128]
 
 
 def regs(first, count):
@@ -119,8 +120,9 @@ def main():
             print(emit_ss(ctype, ptx, n, "wgmma_ss_nt", "0, 1"))
     for ctype, ptx, n in CEILING_SHAPES:
         print(emit_ss(ctype, ptx, n))
-    for n in FP8_SHAPES:
+    for n in FP8_SS_SHAPES:
         print(emit_ss_fp8(n))
+    for n in FP8_RS_SHAPES:
         print(emit_rs_fp8(n))
     print("// clang-format on")
 

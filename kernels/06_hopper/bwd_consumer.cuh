@@ -92,22 +92,23 @@ struct Consumer {
   // S^T = X_w Y^T (X = K or V: this warpgroup's 64 rows; Y = Q_i or dO_i): K-major operands,
   // D/16 steps of k16 across the D/64 column blocks.
   __device__ void issue_scores(float (&acc)[NS], const T* x, const T* y) const {
-    const uint32_t xa = smem_addr(x) + w * 64 * 128, ya = smem_addr(y);
+    const uint64_t xd = sm90::smem_desc(smem_addr(x) + w * 64 * 128);
+    const uint64_t yd = sm90::smem_desc(smem_addr(y));
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t blk = kk / 4, step = (kk % 4) * 32;
-      sm90::wgmma_ss<T, Br>(acc, sm90::smem_desc(xa + blk * Bc * 128 + step),
-                            sm90::smem_desc(ya + blk * Br * 128 + step), kk > 0);
+      sm90::wgmma_ss<T, Br>(acc, sm90::desc_advance(xd, blk * Bc * 128 + step),
+                            sm90::desc_advance(yd, blk * Br * 128 + step), kk > 0);
     }
   }
 
   // acc += A Y (A = P^T or dS^T from registers, 64 x Br; Y = dO_i or Q_i, Br x D, MN-major).
   __device__ void issue_kv(float (&acc)[NKV], const uint32_t (&a)[NA], const T* y) const {
-    const uint32_t ya = smem_addr(y);
+    const uint64_t yd = sm90::smem_desc(smem_addr(y), Br * 128);
 #pragma unroll
     for (int kk = 0; kk < Br / 16; ++kk) {
       const uint32_t ak[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
-      sm90::wgmma_rs<T, D>(acc, ak, sm90::smem_desc(ya + kk * 16 * 128, Br * 128), 1);
+      sm90::wgmma_rs<T, D>(acc, ak, sm90::desc_advance(yd, kk * 16 * 128), 1);
     }
   }
 
@@ -116,12 +117,13 @@ struct Consumer {
   // piece is the 64 columns 64w.. of K (its column block w) for all 64 rows of dS; at d = 64 it is
   // the 64 query columns 64w.. of dS^T (its column block w) for all 64 columns of K.
   __device__ void issue_dq(float (&acc)[NQ], int n) const {
-    const uint32_t a0 = smem_addr(sm.dS(n % kDsBuffers)) + (Br == 128 ? w * Bc * 128 : 0);
-    const uint32_t b0 = smem_addr(sm.k()) + (D == 128 ? w * Bc * 128 : 0);
+    const uint64_t ad = sm90::smem_desc(
+        smem_addr(sm.dS(n % kDsBuffers)) + (Br == 128 ? w * Bc * 128 : 0), Bc * 128);
+    const uint64_t bd = sm90::smem_desc(smem_addr(sm.k()) + (D == 128 ? w * Bc * 128 : 0), Bc * 128);
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk)
-      sm90::wgmma_ss_tt<T, 64>(acc, sm90::smem_desc(a0 + kk * 16 * 128, Bc * 128),
-                               sm90::smem_desc(b0 + kk * 16 * 128, Bc * 128), kk > 0);
+      sm90::wgmma_ss_tt<T, 64>(acc, sm90::desc_advance(ad, kk * 16 * 128),
+                               sm90::desc_advance(bd, kk * 16 * 128), kk > 0);
   }
 
   __device__ void step(int i, int n) {

@@ -86,23 +86,24 @@ struct ConsumerSplitD {
   // S^T = K_j Q_i^T or dP^T = V_j dO_i^T: all 64 keys, K-major operands, D/16 steps of k16
   // across the D/64 column blocks.
   __device__ void issue_scores(float (&acc)[NS], const T* x, const T* y) const {
-    const uint32_t xa = smem_addr(x), ya = smem_addr(y);
+    const uint64_t xd = sm90::smem_desc(smem_addr(x)), yd = sm90::smem_desc(smem_addr(y));
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t blk = kk / 4, step = (kk % 4) * 32;
-      sm90::wgmma_ss<T, Br>(acc, sm90::smem_desc(xa + blk * Bc * 128 + step),
-                            sm90::smem_desc(ya + blk * Br * 128 + step), kk > 0);
+      sm90::wgmma_ss<T, Br>(acc, sm90::desc_advance(xd, blk * Bc * 128 + step),
+                            sm90::desc_advance(yd, blk * Br * 128 + step), kk > 0);
     }
   }
 
   // acc += A Y_w (A = P^T or dS^T [Bc][Br], K-major; Y_w = this warpgroup's column blocks 2w,
   // 2w + 1 of dO_i or Q_i, MN-major): Br/16 steps of k16.
   __device__ void issue_kv(float (&acc)[NKV], const T* a, const T* y) const {
-    const uint32_t aa = smem_addr(a), ya = smem_addr(y) + 2 * w * Br * 128;
+    const uint64_t ad = sm90::smem_desc(smem_addr(a));
+    const uint64_t yd = sm90::smem_desc(smem_addr(y) + 2 * w * Br * 128, Br * 128);
 #pragma unroll
     for (int kk = 0; kk < Br / 16; ++kk)
-      sm90::wgmma_ss_nt<T, DW>(acc, sm90::smem_desc(aa + kk * 32),
-                               sm90::smem_desc(ya + kk * 16 * 128, Br * 128), 1);
+      sm90::wgmma_ss_nt<T, DW>(acc, sm90::desc_advance(ad, kk * 32),
+                               sm90::desc_advance(yd, kk * 16 * 128), 1);
   }
 
   // Warpgroup 1: dP^T - D_i into shared memory, element e of thread t at float4 (e / 4) 128 + t

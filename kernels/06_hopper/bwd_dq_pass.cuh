@@ -112,11 +112,12 @@ struct DqPass {
   // S = X Y^T for this warpgroup's 64 rows of X (Q or dO, Br rows a column block) and the Bc rows
   // of Y (K or V): both K-major, D/16 steps of k16 across the D/64 column blocks.
   __device__ static void issue_scores(float (&acc)[NS], uint32_t x, uint32_t y) {
+    const uint64_t xd = sm90::smem_desc(x), yd = sm90::smem_desc(y);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t blk = kk / 4, step = (kk % 4) * 32;
-      sm90::wgmma_ss<T, Bc>(acc, sm90::smem_desc(x + blk * Br * 128 + step),
-                            sm90::smem_desc(y + blk * Bc * 128 + step), kk > 0);
+      sm90::wgmma_ss<T, Bc>(acc, sm90::desc_advance(xd, blk * Br * 128 + step),
+                            sm90::desc_advance(yd, blk * Bc * 128 + step), kk > 0);
     }
   }
 
@@ -163,11 +164,11 @@ struct DqPass {
         else
           ds_of<false>(sc_, dp, lse2, dd, it, row0, lane, ds);
         sm90::wgmma_fence();
-        const uint32_t ka = smem_addr(k(s));
+        const uint64_t kd = sm90::smem_desc(smem_addr(k(s)), Bc * 128);
 #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {
           const uint32_t a[4] = {ds[4 * kk], ds[4 * kk + 1], ds[4 * kk + 2], ds[4 * kk + 3]};
-          sm90::wgmma_rs<T, D>(dq, a, sm90::smem_desc(ka + kk * 16 * 128, Bc * 128), 1);
+          sm90::wgmma_rs<T, D>(dq, a, sm90::desc_advance(kd, kk * 16 * 128), 1);
         }
         sm90::wgmma_commit();
         sm90::wgmma_wait<0>();

@@ -10,7 +10,8 @@
 //   wait for S; release K_j (and Q after the tile's last S)
 //   softmax of S (m, l, P_j) while P_{j-1} V_{j-1} still runs on the tensor cores
 //   wait for P V; release V_{j-1}
-//   rescale O by exp2(m_old - m_new); pack P_j to 16 bits
+//   rescale O by exp2(m_old - m_new) (at d = 128 and 256 only if a row of the warp moved its
+//   reference); pack P_j to 16 bits
 //
 // Switched off, each idea falls back to the plain order: "intra_overlap" off issues S, does the
 // softmax, then issues P V of the same block; "async_wgmma" off waits for every product as soon
@@ -113,7 +114,9 @@ struct Consumer {
   float o[NO];
   float s[NS];
   uint32_t pf[NP];
-  float m[2], l[2];  // running max (log2 units, scale folded in) and this thread's part of the sum
+  // m: each row's reference max (log2 units, scale folded in): the running max at d = 64, one that
+  // lags by up to kMaxLagLog2 at d = 128 and 256; l: this thread's part of the sum.
+  float m[2], l[2];
 
   // Every tile of the block, in order. The last warpgroup opens the first turn; at the end the
   // first warpgroup takes the turn passed to it last, so no arrival is left on a barrier.
@@ -191,13 +194,14 @@ struct Consumer {
   // ---- the two products ----
   // S = Q K^T: 64 x Bc, D/16 steps of k16; both operands K-major in shared memory.
   __device__ void issue_s(int stage) {
-    const uint32_t q_base = smem_addr(sm.q() + q_count() % kQBuffers * Br * D) + wg() * 64 * 128;
-    const uint32_t k_base = smem_addr(sm.k()) + stage * Bc * D * 2;
+    const uint64_t q_desc =
+        sm90::smem_desc(smem_addr(sm.q() + q_count() % kQBuffers * Br * D) + wg() * 64 * 128);
+    const uint64_t k_desc = sm90::smem_desc(smem_addr(sm.k()) + stage * Bc * D * 2);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t block = kk / 4, step = (kk % 4) * 32;
-      sm90::wgmma_ss<T, Bc>(s, sm90::smem_desc(q_base + block * Br * 128 + step),
-                            sm90::smem_desc(k_base + block * Bc * 128 + step), kk > 0);
+      sm90::wgmma_ss<T, Bc>(s, sm90::desc_advance(q_desc, block * Br * 128 + step),
+                            sm90::desc_advance(k_desc, block * Bc * 128 + step), kk > 0);
     }
     sm90::wgmma_commit();
     if constexpr (!kIdeas.async_wgmma) sm90::wgmma_wait<0>();
@@ -205,11 +209,11 @@ struct Consumer {
 
   // O += P V: 64 x D, Bc/16 steps of k16; P from registers, V MN-major in shared memory.
   __device__ void issue_pv(int stage) {
-    const uint32_t v_base = smem_addr(sm.v()) + stage * Bc * D * 2;
+    const uint64_t v_desc = sm90::smem_desc(smem_addr(sm.v()) + stage * Bc * D * 2, Bc * 128);
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk) {
       const uint32_t a[4] = {pf[4 * kk], pf[4 * kk + 1], pf[4 * kk + 2], pf[4 * kk + 3]};
-      sm90::wgmma_rs<T, D>(o, a, sm90::smem_desc(v_base + kk * 16 * 128, Bc * 128), 1);
+      sm90::wgmma_rs<T, D>(o, a, sm90::desc_advance(v_desc, kk * 16 * 128), 1);
     }
     sm90::wgmma_commit();
     if constexpr (!kIdeas.async_wgmma) sm90::wgmma_wait<0>();
@@ -259,7 +263,9 @@ struct Consumer {
 
   // Online softmax of S in base 2 (p = 2^(s scale log2e - m)); returns the factors that rescale
   // O for each of the thread's two rows. A row with nothing visible yet keeps m = -inf and uses 0
-  // in its place, so that its p are exp2(-inf) = 0, never NaN.
+  // in its place, so that its p are exp2(-inf) = 0, never NaN. m is the row's reference: with
+  // kMaxLagLog2 > 0 it moves only when the row's max passes it by more than that, so p stays at
+  // most 2^kMaxLagLog2 and the factor is exactly 1 in most blocks (rescale_o then skips O).
   __device__ void softmax(int it, float (&alpha)[2]) {
     if (sc.masked<kLeft>(it)) apply_mask(it);
 #pragma unroll
@@ -268,10 +274,18 @@ struct Consumer {
 #pragma unroll
       for (int k = 0; k < NS / 4; ++k)
         mx = fmaxf(mx, fmaxf(s[4 * k + 2 * h], s[4 * k + 2 * h + 1]));
-      mx = quad_max(mx);
-      const float m_new = fmaxf(m[h], mx * p.scale_log2);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      alpha[h] = fast_exp2(m[h] - m_use);
+      mx = quad_max(mx) * p.scale_log2;
+      float m_new, m_use;
+      if constexpr (Tr::kMaxLagLog2 > 0.f) {
+        const bool move = mx > m[h] + Tr::kMaxLagLog2;  // from -inf, any visible key moves it
+        m_new = move ? mx : m[h];
+        m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[h] = move ? fast_exp2(m[h] - m_use) : 1.f;
+      } else {
+        m_new = fmaxf(m[h], mx);
+        m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[h] = fast_exp2(m[h] - m_use);
+      }
       m[h] = m_new;
       float sum = 0.f;
 #pragma unroll
@@ -286,7 +300,10 @@ struct Consumer {
     }
   }
 
+  // O *= each row's factor; with a lagging reference, skipped when no row of the warp moved.
   __device__ void rescale_o(const float (&alpha)[2]) {
+    if (Tr::kMaxLagLog2 > 0.f && !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
+      return;
 #pragma unroll
     for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
   }

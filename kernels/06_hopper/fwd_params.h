@@ -87,6 +87,11 @@ struct FwdTraits;
 template <bool kCausal>
 struct FwdTraits<64, kCausal> {
   static constexpr int Br = 192, Bc = 128, kStages = 2;
+  // How far a row's max may pass its reference before O is rescaled (log2 units; 0: at every
+  // block, as the online softmax does). Not at d = 64: there a first form of the lagging
+  // reference spilled 8 bytes in six causal kernels (160 registers a thread), with the polynomial
+  // exponentials tried then in the same kernels (docs/perf.md).
+  static constexpr float kMaxLagLog2 = 0.f;
   static constexpr int kConsumers = Br / 64;
   static constexpr bool kDynamic = kCausal;
   static constexpr bool kPingpong = true;
@@ -99,6 +104,9 @@ struct FwdTraits<64, kCausal> {
 template <bool kCausal>
 struct FwdTraits<128, kCausal> {
   static constexpr int Br = 128, Bc = 128, kStages = 2;
+  // A row's reference max moves only when its max passes it by more than 8 (log2 units, FA4's
+  // rule): P stays at most 2^8, and O is rescaled only in the blocks where some row moved.
+  static constexpr float kMaxLagLog2 = 8.f;
   static constexpr int kConsumers = Br / 64;
   static constexpr bool kDynamic = kCausal;
   static constexpr bool kPingpong = !kCausal;
@@ -111,6 +119,9 @@ struct FwdTraits<128, kCausal> {
 template <bool kCausal>
 struct FwdTraits<256, kCausal> {
   static constexpr int Br = 128, Bc = kCausal ? 64 : 80, kStages = 2;
+  // A row's reference max moves only when its max passes it by more than 8 (log2 units, FA4's
+  // rule): P stays at most 2^8, and O is rescaled only in the blocks where some row moved.
+  static constexpr float kMaxLagLog2 = 8.f;
   static constexpr int kConsumers = Br / 64;
   static constexpr bool kDynamic = kCausal;
   static constexpr bool kPingpong = true;

@@ -14,15 +14,15 @@
 //                              all d columns: its row's largest entry, and its block's scale, drop.
 //                              V is not rotated (P V would need V's rotation undone on O).
 //      block scales            Q: one scale per (query head, block of kBr = 128 rows); K and V: one
-//                              per (K/V head, block of kBc = 128 keys) -- the kernel's tiles, so
+//                              per (K/V head, block of kBc = 192 keys) -- the kernel's tiles, so
 //                              each tile product takes one scale from each side:
-//                                s = amax(block) / 448 (fp32), code = e4m3(x / s) (fp32, nearest
-//                                even, saturating), x ~ code * s
+//                                s = amax(block) / 448 (fp32), code = e4m3(x (1 / s)) (fp32,
+//                                1 / s rounded once; nearest even, saturating), x ~ code * s
 //      per tensor              one scale for all of Q, one for K, one for V (the plain FP8
 //      (hopper-fp8-per-tensor) forward: a single outlier anywhere sets everyone's scale)
 //
 //      Q codes [B, H, Nq, d]  sQ [B H][ceil(Nq/128)]     K, V codes [B, Hkv, Nk, d]  sK, sV
-//      [B Hkv][ceil(Nk/128)] (e4m3 and fp32 on the GPU; V's codes transposed there: an FP8 wgmma
+//      [B Hkv][ceil(Nk/192)] (e4m3 and fp32 on the GPU; V's codes transposed there: an FP8 wgmma
 //      reads its B operand with the reduction dimension, the keys, contiguous)
 //
 // 2. The forward, one worker per (head, Q block i of 128 rows) -- a CTA of two consumer
@@ -44,13 +44,13 @@
 //    (below 448: nothing saturates), P keeps 4 significant bits down to 2^-14 and is not 0 above
 //    2^-18. A power of two multiplies exactly, and is undone exactly with the division by l.
 //
-// The twin runs on the kernel's 128 x 128 tiles whatever --br and --bc say: the running max at
+// The twin runs on the kernel's 128 x 192 tiles whatever --br and --bc say: the running max at
 // each K block sets where P is rounded, so the tiles are part of the numbers, not a schedule
 // choice. It computes in fp32 where the kernel does; the Hadamard rotation runs in fp64 here (fp32
 // on the GPU), and the fp32 sums run in another order than the tensor cores': both move results
 // by fp32 roundings, far below e4m3's. Counters: the quantization pass reads Q, K, V and writes
 // their codes; the forward reads codes and writes O and LSE (elements, as every twin counts; the
-// scales, one per 128 x d block, are left out).
+// scales, one per block of rows, are left out).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -73,7 +73,7 @@ namespace {
 using Variant = ::flashlab::FLASHLAB_FOLDER::Fp8Variant;
 
 constexpr int64_t kBr = 128;          // query rows of a Q block: the kernel's tile, Q's scale block
-constexpr int64_t kBc = 128;          // keys of a K/V block: the kernel's tile, K's and V's
+constexpr int64_t kBc = 192;          // keys of a K/V block: the kernel's tile, K's and V's
 constexpr float kPShift = 256.0f;     // P is rounded to e4m3 as 2^8 P (above: why)
 using ::flashlab::FLASHLAB_FOLDER::kSignSeed;  // the Hadamard signs (variants.h)
 
@@ -92,8 +92,11 @@ struct Quantized {
 void quantize(const HostTensor& x, int64_t heads, int64_t n, int64_t d, int64_t block,
               bool per_block, HostTensor& codes, std::vector<float>& scales, int threads) {
   const int64_t nb = blocks_of(n, block);
+  // At least the smallest normal float, so that 1 / s stays finite (quant.cuh: scale_of).
   const auto scale_of = [](double amax) {
-    return amax > 0 ? static_cast<float>(amax) / static_cast<float>(kE4m3Max) : 1.0f;
+    return amax > 0 ? std::max(static_cast<float>(amax) / static_cast<float>(kE4m3Max),
+                               std::numeric_limits<float>::min())
+                    : 1.0f;
   };
   scales.assign(static_cast<size_t>(heads * nb), 0.0f);
   if (per_block) {
@@ -114,9 +117,10 @@ void quantize(const HostTensor& x, int64_t heads, int64_t n, int64_t d, int64_t 
 #pragma omp parallel for num_threads(threads)
   for (int64_t hr = 0; hr < heads * n; ++hr) {
     const float s = scales[static_cast<size_t>((hr / n) * nb + (hr % n) / block)];
+    const float inv_s = 1.0f / s;  // rounded once, as the CUDA pass does (quant.cuh)
     for (int64_t c = 0; c < d; ++c) {
       const size_t e = static_cast<size_t>(hr * d + c);
-      codes[e] = e4m3_value(e4m3_code(static_cast<float>(x[e]) / s));
+      codes[e] = e4m3_value(e4m3_code(static_cast<float>(x[e]) * inv_s));
     }
   }
 }
@@ -241,7 +245,7 @@ std::string hadamard_check(const Problem& p) {
 
 // The kernel's (cuda.cu: layout_of, whose workspace_bytes a GPU test holds these to): e4m3 codes
 // of Q, K and of V transposed, its keys padded to 16 (the copy engine's row stride unit), and an
-// fp32 scale per (head, 128-row block) of each.
+// fp32 scale per (head, block) of each: Q's blocks of kBr rows, K's and V's of kBc keys.
 int64_t codes_bytes(const Shape& s) {
   return s.q_elems() + s.kv_elems() + s.kv_head_count() * s.d * blocks_of(s.Nk, 16) * 16;
 }
@@ -275,7 +279,7 @@ FLASHLAB_VERSION({
     .idea = ::flashlab::FLASHLAB_FOLDER::kRung.what,
     .deterministic = true,
     .workspace = "B*H*Nq*d + B*Hkv*Nk*d + B*Hkv*d*16*ceil(Nk/16) (e4m3 Q, K, V^T) + "
-                 "4*(B*H*ceil(Nq/128) + 2*B*Hkv*ceil(Nk/128)) (fp32 block scales)",
+                 "4*(B*H*ceil(Nq/128) + 2*B*Hkv*ceil(Nk/192)) (fp32 block scales)",
     .workspace_bytes = cpu::block_workspace,
     .cpu_forward = cpu::rung_forward,
     .cpu_backward = nullptr,
@@ -290,7 +294,7 @@ FLASHLAB_VARIANT(no_hadamard, {
     .idea = ::flashlab::FLASHLAB_FOLDER::kNoHadamard.what,
     .deterministic = true,
     .workspace = "B*H*Nq*d + B*Hkv*Nk*d + B*Hkv*d*16*ceil(Nk/16) (e4m3 Q, K, V^T) + "
-                 "4*(B*H*ceil(Nq/128) + 2*B*Hkv*ceil(Nk/128)) (fp32 block scales)",
+                 "4*(B*H*ceil(Nq/128) + 2*B*Hkv*ceil(Nk/192)) (fp32 block scales)",
     .workspace_bytes = cpu::block_workspace,
     .cpu_forward = cpu::no_hadamard_forward,
     .cpu_backward = nullptr,

@@ -18,7 +18,7 @@
 //                                     engine's row stride unit; the extra keys are zeros), the
 //                                     keys of each 16 permuted for P's operand (quant.cuh:
 //                                     v_column)
-//   scales  fp32: sQ [B H][ceil(Nq/128)], sK and sV [B Hkv][ceil(Nk/128)]; per tensor: 3 floats
+//   scales  fp32: sQ [B H][ceil(Nq/128)], sK and sV [B Hkv][ceil(Nk/192)]; per tensor: 3 floats
 //
 // Limits: sm_90a only; --dtype fp8 only (bf16 inputs and O); head dims 64 and 128; dense batches
 // with grouped heads (no window, no packed batch, no paged cache: what the twin refuses);
@@ -34,6 +34,7 @@
 
 #include "common/cpu/fp8_quant.h"
 #include "common/sm90/tensor_map.h"
+#include "common/smem_opt_in.h"
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "core/device_api.h"
@@ -52,10 +53,12 @@ constexpr const Variant& kRung = ::flashlab::FLASHLAB_FOLDER::kRung;
 constexpr const Variant& kNoHadamard = ::flashlab::FLASHLAB_FOLDER::kNoHadamard;
 constexpr const Variant& kPerTensor = ::flashlab::FLASHLAB_FOLDER::kPerTensor;
 
-constexpr int64_t kBlock = 128;  // rows of a scale block = the forward's Br and Bc
+// Rows of a scale block: Q's are the forward's Br rows, K's and V's its Bc keys.
+constexpr int64_t kQBlock = fp8_quant::kQRows, kKVBlock = fp8_quant::kKVRows;
+static_assert(kQBlock == fp8_fwd::kQBlock && kKVBlock == fp8_fwd::Bc, "the forward's blocks");
 
-int64_t blocks_of(int64_t n) {
-  return (n + kBlock - 1) / kBlock;
+int64_t blocks_of(int64_t n, int64_t block) {
+  return (n + block - 1) / block;
 }
 
 // Byte offsets of the workspace's parts (the picture above).
@@ -71,8 +74,9 @@ Layout layout_of(const Problem& p, bool block_scales) {
   w.k8 = static_cast<size_t>(s.q_elems());
   w.vt8 = w.k8 + static_cast<size_t>(s.kv_elems());
   w.sq = w.vt8 + static_cast<size_t>(s.B * s.kv_heads() * s.d * w.nk16);
-  const size_t nq = block_scales ? static_cast<size_t>(s.heads() * blocks_of(s.Nq)) : 1;
-  const size_t nk = block_scales ? static_cast<size_t>(s.kv_head_count() * blocks_of(s.Nk)) : 1;
+  const size_t nq = block_scales ? static_cast<size_t>(s.heads() * blocks_of(s.Nq, kQBlock)) : 1;
+  const size_t nk =
+      block_scales ? static_cast<size_t>(s.kv_head_count() * blocks_of(s.Nk, kKVBlock)) : 1;
   w.sk = w.sq + 4 * nq;
   w.sv = w.sk + 4 * nk;
   w.bytes = w.sv + 4 * nk;
@@ -146,31 +150,35 @@ void quantize(const DeviceTensors& t, const Variant& v, const Layout& w, cudaStr
   fp8_quant::Params qp{};
   const int heads = static_cast<int>(s.heads()), kv = static_cast<int>(s.kv_head_count());
   qp.t[0] = {static_cast<const __nv_bfloat16*>(t.Q), ws, reinterpret_cast<float*>(ws + w.sq),
-             heads, static_cast<int>(s.Nq), 0, v.incoherent, false};
+             heads, static_cast<int>(s.Nq), fp8_quant::kQRows, 0, v.incoherent, false};
   qp.t[1] = {static_cast<const __nv_bfloat16*>(t.K), ws + w.k8,
-             reinterpret_cast<float*>(ws + w.sk), kv, static_cast<int>(s.Nk), 0, v.incoherent,
-             false};
+             reinterpret_cast<float*>(ws + w.sk), kv, static_cast<int>(s.Nk), fp8_quant::kKVRows,
+             0, v.incoherent, false};
   qp.t[2] = {static_cast<const __nv_bfloat16*>(t.V), ws + w.vt8,
-             reinterpret_cast<float*>(ws + w.sv), kv, static_cast<int>(s.Nk),
+             reinterpret_cast<float*>(ws + w.sv), kv, static_cast<int>(s.Nk), fp8_quant::kKVRows,
              static_cast<int>(w.nk16), false, true};
   const std::array<uint32_t, 4>& signs = sign_bits<D>();
   for (int i = 0; i < 4; ++i) qp.signs[i] = signs[static_cast<size_t>(i)];
-  const int64_t grid_x = std::max(s.heads() * blocks_of(s.Nq), s.kv_head_count() * blocks_of(s.Nk));
+  const int64_t grid_x = std::max(s.heads() * blocks_of(s.Nq, kQBlock),
+                                  s.kv_head_count() * blocks_of(s.Nk, kKVBlock));
   const dim3 grid(static_cast<unsigned>(grid_x), 3);
-  if (v.block_scales) {
-    fp8_quant::quant_kernel<D, fp8_quant::kBlockScales><<<grid, fp8_quant::kRows, 0, st>>>(qp);
+  constexpr int kThreads = fp8_quant::kThreads, kSmem = fp8_quant::Staging<D>::kBytes;
+  const auto pass = [&](auto* kernel) {
+    FLASHLAB_CUDA_CHECK(opt_in_smem(kernel, kSmem));  // 52,224 bytes at d = 128
+    kernel<<<grid, kThreads, kSmem, st>>>(qp);
     FLASHLAB_CHECK_LAUNCH();
+  };
+  if (v.block_scales) {
+    pass(&fp8_quant::quant_kernel<D, fp8_quant::kBlockScales>);
     return;
   }
   // Per tensor: the three amax slots from zero, every block folded in, turned into scales, codes.
   FLASHLAB_CUDA_CHECK(cudaMemsetAsync(ws + w.sq, 0, 12, st));
-  fp8_quant::quant_kernel<D, fp8_quant::kTensorAmax><<<grid, fp8_quant::kRows, 0, st>>>(qp);
-  FLASHLAB_CHECK_LAUNCH();
+  pass(&fp8_quant::quant_kernel<D, fp8_quant::kTensorAmax>);
   fp8_quant::tensor_scales_kernel<<<1, 3, 0, st>>>(qp.t[0].scales, qp.t[1].scales,
                                                    qp.t[2].scales);
   FLASHLAB_CHECK_LAUNCH();
-  fp8_quant::quant_kernel<D, fp8_quant::kTensorCodes><<<grid, fp8_quant::kRows, 0, st>>>(qp);
-  FLASHLAB_CHECK_LAUNCH();
+  pass(&fp8_quant::quant_kernel<D, fp8_quant::kTensorCodes>);
 }
 
 template <int D>
@@ -185,7 +193,8 @@ void forward_d(const DeviceTensors& t, const Variant& v) {
   fp8_fwd::FwdParams fp{};
   fp.q_map = sm90::tensor_map_bytes_3d(ws, D, s.Nq, s.heads(), D, fp8_fwd::Br);
   fp.k_map = sm90::tensor_map_bytes_3d(ws + w.k8, D, s.Nk, s.kv_head_count(), D, fp8_fwd::Bc);
-  fp.vt_map = sm90::tensor_map_bytes_3d(ws + w.vt8, w.nk16, D, s.kv_head_count(), fp8_fwd::Bc, D);
+  fp.vt_map =
+      sm90::tensor_map_bytes_3d(ws + w.vt8, w.nk16, D, s.kv_head_count(), fp8_fwd::kVPanel, D);
   fp.sq = reinterpret_cast<const float*>(ws + w.sq);
   fp.sk = reinterpret_cast<const float*>(ws + w.sk);
   fp.sv = reinterpret_cast<const float*>(ws + w.sv);
@@ -196,8 +205,8 @@ void forward_d(const DeviceTensors& t, const Variant& v) {
   fp.group = static_cast<int>(s.group());
   fp.causal_offset = static_cast<int>(s.Nk - s.Nq);
   fp.scale_log2 = static_cast<float>(p.softmax_scale() * 1.4426950408889634);
-  fp.q_blocks = static_cast<int>(blocks_of(s.Nq));
-  fp.k_blocks = static_cast<int>(blocks_of(s.Nk));
+  fp.q_blocks = static_cast<int>(blocks_of(s.Nq, kQBlock));
+  fp.k_blocks = static_cast<int>(blocks_of(s.Nk, kKVBlock));
   fp.per_tensor = v.block_scales ? 0 : 1;
   const int heads = static_cast<int>(s.heads());
   if (p.causal)

@@ -4,8 +4,10 @@
 // two consumer warpgroups taking turns on the tensor cores, the softmax of one block while the
 // products of the next run).
 //
-// One CTA per (query head, Br = 128 query rows), three warpgroups (kConsumers = 3 makes it four,
-// Br = 192, without the overlap: perf.md's step 7 measured it, -2 % at d = 128, +4 % at d = 64):
+// One CTA per (query head, Br = 128 query rows), three warpgroups. (kConsumers = 3, four
+// warpgroups with Br = 192 and without the overlap, was measured on key tiles of 128 in perf.md's
+// step 7: -2 % at d = 128, +4 % at d = 64. At 160 registers it needs Bc = 128 back, and with it
+// m64n128k32 for S in scripts/gen_wgmma.py.)
 //
 //   warpgroup 0, the producer (24 registers a thread; one thread issues every copy):
 //     Q8 once, then for each K/V block of the visiting order (the last block the Q block sees
@@ -34,9 +36,16 @@
 //   shared memory (every tile 1024-byte aligned)
 //     Q8    [Br][d]                 d bytes a row: 64-byte swizzle at d = 64, 128-byte at d = 128
 //     K8    [kStages][Bc][d]
-//     V8^T  [kStages][d][Bc]        keys contiguous (128 bytes a row, 128-byte swizzle), in the
-//                                   quantization pass's order (below)
+//     V8^T  [kStages][3][d][64]     keys contiguous, in the quantization pass's order (below); a
+//                                   row of 192 keys is wider than a swizzle (128 bytes at most),
+//                                   so each stage holds three panels of 64 keys, 64-byte swizzle
 //     barriers  q_full, k_full[s], k_empty[s], v_full[s], v_empty[s]
+//
+// Key tiles of 192 (Bc), not 128: a block's fixed cost (the turn, the waits, the descriptors, the
+// row max's shuffles, O's rescale: about 220 instructions a thread at d = 128 in the SASS) is the
+// same for any Bc, and 192 keys spread it over 1.5 times the keys; S takes 96 registers of the
+// consumers' 240 (64 at 128). The twin's K/V blocks and their scales follow (cpu.cpp: kBc), since
+// where P is rounded depends on the blocks.
 //
 // P from registers. For 8-bit types the A operand's register layout differs from the
 // accumulator's (sm90/wgmma.cuh): in each 16 keys a thread's accumulator holds keys 2q, 2q+1,
@@ -65,7 +74,8 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::fp8_fwd {
 
-constexpr int Bc = 128;            // the twin's K/V blocks: also the blocks of their scales
+constexpr int Bc = 192;            // the twin's K/V blocks: also the blocks of their scales
+constexpr int kVPanel = 64;        // keys of a V^T panel (64 bytes a row: the 64-byte swizzle)
 constexpr int kQBlock = 128;       // the blocks of Q's scales
 constexpr int kStages = 4;         // K and V rings
 constexpr int kConsumers = 2;      // warpgroups of 64 rows
@@ -74,6 +84,8 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 // Two consumers hold S and O and P together, and run the softmax of one block under the P V of
 // the last (240 registers); three have 160, so each waits for its P V before its next S.
 constexpr bool kOverlap = kConsumers == 2;
+static_assert(kConsumers == 2 || Bc == 128,
+              "three consumers have 160 registers: S and O fit them at Bc = 128 only");
 constexpr float kPShiftLog2 = 8.f;  // P is rounded as 2^8 P (cpu.cpp: why)
 // Registers a thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536.
 constexpr uint32_t kProducerRegs = 24, kConsumerRegs = kConsumers == 2 ? 240 : 160;
@@ -86,7 +98,7 @@ constexpr bool kPingpong = true;
 struct FwdParams {
   CUtensorMap q_map;   // Q8 [B H][Nq][d], boxes d x Br
   CUtensorMap k_map;   // K8 [B Hkv][Nk][d], boxes d x Bc
-  CUtensorMap vt_map;  // V8^T [B Hkv][d][Nk16], boxes Bc x d
+  CUtensorMap vt_map;  // V8^T [B Hkv][d][Nk16], boxes kVPanel x d (three a stage)
   const float* sq;     // [B H][q_blocks], or one (per tensor)
   const float* sk;     // [B Hkv][k_blocks], or one
   const float* sv;
@@ -109,7 +121,9 @@ struct Smem {
   static constexpr int kBars = kV + kStages * D * Bc;
   static constexpr int kBytes = kBars + 8 * (1 + 4 * kStages);
   static constexpr int kLaunchBytes = kBytes + 1024;  // room to align the dynamic base
+  static constexpr int kVPanelBytes = D * kVPanel;
   static_assert(kK % 1024 == 0 && kV % 1024 == 0 && kBars % 1024 == 0, "tiles 1024-aligned");
+  static_assert(Bc % kVPanel == 0 && kVPanelBytes % 512 == 0, "whole panels, each a swizzle atom");
   static_assert(kLaunchBytes <= 227 * 1024, "more shared memory than a block can have");
 };
 
@@ -130,7 +144,7 @@ __device__ __forceinline__ uint32_t e4m3x2(float a, float b) {
 
 template <int D, bool kCausal>
 struct Consumer {
-  static constexpr int NS = Bc / 2;  // S accumulators a thread (64 x Bc over 128 threads)
+  static constexpr int NS = Bc / 2;  // S accumulators a thread (64 x Bc over 128 threads): 96
   static constexpr int NO = D / 2;   // O accumulators a thread
   static constexpr int NP = Bc / 8;  // P codes a thread, four a register
   using L = Smem<D>;
@@ -174,22 +188,25 @@ struct Consumer {
 
   // S = Q8 K8^T: 64 x Bc, d / 32 steps of k32, both operands K-major in shared memory.
   __device__ void issue_s(int stage) {
-    const uint32_t q_base = smem_addr(sm + L::kQ) + cw * 64 * D;
-    const uint32_t k_base = smem_addr(sm + L::kK + stage * Bc * D);
+    const uint64_t q_desc = kmajor_desc<D>(smem_addr(sm + L::kQ) + cw * 64 * D);
+    const uint64_t k_desc = kmajor_desc<D>(smem_addr(sm + L::kK + stage * Bc * D));
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk)
-      sm90::wgmma_ss_e4m3<Bc>(s, kmajor_desc<D>(q_base + 32 * kk), kmajor_desc<D>(k_base + 32 * kk),
-                              kk > 0);
+      sm90::wgmma_ss_e4m3<Bc>(s, sm90::desc_advance(q_desc, 32 * kk),
+                              sm90::desc_advance(k_desc, 32 * kk), kk > 0);
     sm90::wgmma_commit();
   }
 
-  // O += P8 V8: 64 x d, Bc / 32 steps of k32; P8 from registers, V8^T K-major in shared memory.
+  // O += P8 V8: 64 x d, Bc / 32 steps of k32, two in each V^T panel; P8 from registers, V8^T
+  // K-major in shared memory.
   __device__ void issue_pv(int stage) {
-    const uint32_t v_base = smem_addr(sm + L::kV + stage * D * Bc);
+    const uint64_t v_desc = sm90::smem_desc_sw64(smem_addr(sm + L::kV + stage * D * Bc));
 #pragma unroll
     for (int kk = 0; kk < Bc / 32; ++kk) {
       const uint32_t a[4] = {pf[4 * kk], pf[4 * kk + 1], pf[4 * kk + 2], pf[4 * kk + 3]};
-      sm90::wgmma_rs_e4m3<D>(o, a, sm90::smem_desc(v_base + 32 * kk), 1);
+      constexpr int kSteps = kVPanel / 32;  // k32 steps a panel
+      const uint32_t at = (kk / kSteps) * L::kVPanelBytes + 32 * (kk % kSteps);
+      sm90::wgmma_rs_e4m3<D>(o, a, sm90::desc_advance(v_desc, at), 1);
     }
     sm90::wgmma_commit();
   }
@@ -225,16 +242,19 @@ struct Consumer {
     if (masked) apply_mask(j);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      // The row's max as a tree (depth 5, not a chain of 32 dependent steps).
+      // The row's max as a tree (depth 6, not a chain of 48 dependent steps): 24 pairs folded
+      // to 12, 6, 3, then the last three.
       float v[NS / 4];
 #pragma unroll
       for (int k = 0; k < NS / 4; ++k) v[k] = fmaxf(s[4 * k + 2 * h], s[4 * k + 2 * h + 1]);
-      static_assert(NS / 4 == 16, "the tree below folds 16 pairs");
+      static_assert(NS / 4 == 24, "the tree below folds 24 pairs");
 #pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = fmaxf(v[k], v[k + 8]);
+      for (int k = 0; k < 12; ++k) v[k] = fmaxf(v[k], v[k + 12]);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) v[k] = fmaxf(v[k], v[k + 4]);
-      const float mx = quad_max(fmaxf(fmaxf(v[0], v[2]), fmaxf(v[1], v[3])));
+      for (int k = 0; k < 6; ++k) v[k] = fmaxf(v[k], v[k + 6]);
+#pragma unroll
+      for (int k = 0; k < 3; ++k) v[k] = fmaxf(v[k], v[k + 3]);
+      const float mx = quad_max(fmaxf(fmaxf(v[0], v[1]), v[2]));
       const float m_new = fmaxf(m[h], mx * f);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
       alpha[h] = fast_exp2(m[h] - m_use);
@@ -472,7 +492,9 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const __grid_constant_
       sm90::tma_load_3d(sm + L::kK + s * Bc * D, &p.k_map, 0, j * Bc, kvh, k_full + s);
       sm90::mbar_wait(v_empty + s, free);
       sm90::mbar_arrive_expect_tx(v_full + s, D * Bc);
-      sm90::tma_load_3d(sm + L::kV + s * D * Bc, &p.vt_map, j * Bc, 0, kvh, v_full + s);
+      for (int panel = 0; panel < Bc / kVPanel; ++panel)
+        sm90::tma_load_3d(sm + L::kV + s * D * Bc + panel * L::kVPanelBytes, &p.vt_map,
+                          j * Bc + panel * kVPanel, 0, kvh, v_full + s);
     }
     return;
   }

@@ -2,14 +2,16 @@
 // as the twin (cpu.cpp: quantize_inputs) computes them, written to the workspace (cuda.cu: the
 // layout) for the forward kernel to load by bulk tensor copies.
 //
-//   one CTA = one block of 128 rows of one head of one tensor; one thread = one row
+//   one CTA = one scale block of one head of one tensor (Q: 128 rows, the forward's Br; K, V:
+//   192 keys, its Bc); one thread = one row (192 threads: a Q block leaves 64 of them idle)
 //
 //     the block's rows in by contiguous 16-byte pieces through shared memory
 //     each thread: its row (d bf16) -> fp32 x[d] in registers
 //     hopper-fp8, Q and K:      x <- H D x / sqrt(d)   (signs D from the twin's seed, then the
 //                               d log2 d butterflies of the Walsh-Hadamard transform, in fp32)
 //     amax of the block      ->  s = amax / 448 (1 for a block of zeros)
-//     code = e4m3(x / s)        (round to nearest even, saturating: the hardware's cvt)
+//     code = e4m3(x (1 / s))    (round to nearest even, saturating: the hardware's cvt; 1 / s
+//                               rounded once per block, then one product per code, as the twin)
 //     the codes out through shared memory, by contiguous 16-byte pieces (V^T: transposed there)
 //
 //   Q, K: codes row-major, [B H or B Hkv][N][d], as the rows came.
@@ -38,15 +40,21 @@
 
 namespace flashlab::cuda::FLASHLAB_FOLDER::fp8_quant {
 
-constexpr int kRows = 128;        // rows of a scale block: the forward's tiles (Br = Bc = 128)
+constexpr int kQRows = 128;   // rows of a Q scale block: the forward's Br
+constexpr int kKVRows = 192;  // rows (keys) of a K or V scale block: the forward's Bc
+constexpr int kThreads = 192;  // a CTA: one thread a row of the larger block
 constexpr float kE4m3Max = 448.f;  // e4m3's largest finite value
+// The smallest scale: the smallest normal float, so that 1 / s stays finite (a block whose amax is
+// below 448 x 2^-126 takes it; its codes are then x / 2^-126, well inside e4m3's range).
+constexpr float kMinScale = 1.17549435e-38f;
 
 // One tensor of the pass.
 struct Tensor {
   const __nv_bfloat16* src;  // [heads][n][d]
   uint8_t* codes;            // [heads][n][d], or [heads][d][n_pad] when transposed
-  float* scales;             // [heads][ceil(n / 128)], or one (per tensor)
+  float* scales;             // [heads][ceil(n / rows)], or one (per tensor)
   int heads, n;
+  int rows;         // rows of a scale block: kQRows or kKVRows
   int n_pad;        // transposed: the row length of the codes, n rounded up to 16
   bool rotate;      // incoherent processing (Q and K of hopper-fp8)
   bool transposed;  // V
@@ -76,7 +84,7 @@ static_assert(v_column(0) == 0 && v_column(1) == 1 && v_column(8) == 2 && v_colu
               "the P operand's key order");
 
 __device__ __forceinline__ float scale_of(float amax) {
-  return amax > 0.f ? __fdiv_rn(amax, kE4m3Max) : 1.f;
+  return amax > 0.f ? fmaxf(__fdiv_rn(amax, kE4m3Max), kMinScale) : 1.f;
 }
 
 // x <- H D x / sqrt(D): the twin's fwht (strides D/2 down to 1), on registers.
@@ -106,49 +114,51 @@ __device__ __forceinline__ void rotate(float (&x)[D], const uint32_t (&signs)[4]
   for (int c = 0; c < D; ++c) x[c] *= norm;
 }
 
-// The largest value of the CTA's 128 threads (4 warps).
+// The largest value of the CTA's 192 threads (6 warps).
 __device__ __forceinline__ float block_max(float v) {
-  __shared__ float warp_max[kRows / 32];
+  __shared__ float warp_max[kThreads / 32];
 #pragma unroll
   for (int o = 16; o >= 1; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
   __syncthreads();
   v = warp_max[0];
 #pragma unroll
-  for (int w = 1; w < kRows / 32; ++w) v = fmaxf(v, warp_max[w]);
+  for (int w = 1; w < kThreads / 32; ++w) v = fmaxf(v, warp_max[w]);
   return v;
 }
 
-// Shared memory of one CTA: the block's bf16 rows on the way in, its codes on the way out. A row
-// is padded by 16 bytes, so that the 128 threads reading (or writing) one row each start 4 banks
-// apart and every access is whole 16-byte lanes without conflicts.
+// Shared memory of one CTA (dynamic: 52,224 bytes at d = 128): the block's bf16 rows on the way
+// in, its codes on the way out. A row is padded by 16 bytes, so that the threads reading (or
+// writing) one row each start 4 banks apart and every access is whole 16-byte lanes without
+// conflicts.
 template <int D>
 struct Staging {
-  static constexpr int kIn = 2 * D + 16;       // a bf16 row
-  static constexpr int kOut = D + 16;          // a row of codes (Q, K)
-  static constexpr int kOutT = kRows + 16;     // a row of V^T: the block's 128 keys
-  static constexpr int kBytes = kRows * kIn;   // the largest of the three uses
-  static_assert(kRows * kOut <= kBytes && D * kOutT <= kBytes, "one buffer serves all three");
+  static constexpr int kIn = 2 * D + 16;        // a bf16 row
+  static constexpr int kOut = D + 16;           // a row of codes (Q, K)
+  static constexpr int kOutT = kKVRows + 16;    // a row of V^T: the block's 192 keys
+  static constexpr int kBytes = kThreads * kIn;  // the largest of the three uses
+  static_assert(kThreads * kOut <= kBytes && D * kOutT <= kBytes, "one buffer serves all three");
+  static_assert(kQRows <= kThreads && kKVRows <= kThreads, "a thread a row");
 };
 
 template <int D, int kMode>
-__global__ void __launch_bounds__(kRows) quant_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads) quant_kernel(const __grid_constant__ Params p) {
   using S = Staging<D>;
   const Tensor& T = p.t[blockIdx.y];
-  const int blocks = (T.n + kRows - 1) / kRows;
+  const int blocks = (T.n + T.rows - 1) / T.rows;
   if (static_cast<int>(blockIdx.x) >= T.heads * blocks) return;  // a shorter tensor's grid
   const int head = blockIdx.x / blocks, block = blockIdx.x % blocks;
   const int t = threadIdx.x;
-  const int rows = min(kRows, T.n - block * kRows);  // real rows of the block
+  const int rows = min(T.rows, T.n - block * T.rows);  // real rows of the block
   const bool real = t < rows;
-  __shared__ alignas(16) unsigned char buf[S::kBytes];
+  extern __shared__ __align__(16) unsigned char buf[];
 
   // The block's rows come in as contiguous 16-byte pieces (its rows are contiguous in memory),
   // then each thread takes its own row from shared memory.
   constexpr int kPieces = D / 8;  // 16-byte pieces of a bf16 row
   const uint4* src = reinterpret_cast<const uint4*>(
-      T.src + (static_cast<int64_t>(head) * T.n + static_cast<int64_t>(block) * kRows) * D);
-  for (int i = t; i < rows * kPieces; i += kRows)
+      T.src + (static_cast<int64_t>(head) * T.n + static_cast<int64_t>(block) * T.rows) * D);
+  for (int i = t; i < rows * kPieces; i += kThreads)
     *reinterpret_cast<uint4*>(buf + (i / kPieces) * S::kIn + (i % kPieces) * 16) = src[i];
   __syncthreads();
   float x[D];
@@ -187,10 +197,15 @@ __global__ void __launch_bounds__(kRows) quant_kernel(const __grid_constant__ Pa
   }
   if constexpr (kMode == kTensorCodes) __syncthreads();  // no block_max: the reads end here
 
+  // One division per thread, then a product per code: a division is a dozen instructions and a
+  // slow path, d of them a row the largest share of the pass's arithmetic. The twin rounds the
+  // same two steps (cpu.cpp: quantize_inputs), so the codes stay its own.
+  const float inv_s = __fdiv_rn(1.f, s);
   uint8_t code[D];
 #pragma unroll
   for (int c = 0; c < D; ++c)
-    code[c] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(x[c], s), __NV_SATFINITE, __NV_E4M3));
+    code[c] = static_cast<uint8_t>(
+        __nv_cvt_float_to_fp8(__fmul_rn(x[c], inv_s), __NV_SATFINITE, __NV_E4M3));
   if (!T.transposed) {
     // Each thread writes its row of codes, then the block's rows leave as contiguous pieces.
 #pragma unroll
@@ -204,19 +219,19 @@ __global__ void __launch_bounds__(kRows) quant_kernel(const __grid_constant__ Pa
     }
     __syncthreads();
     uint4* dst = reinterpret_cast<uint4*>(
-        T.codes + (static_cast<int64_t>(head) * T.n + static_cast<int64_t>(block) * kRows) * D);
-    for (int i = t; i < rows * (D / 16); i += kRows)
+        T.codes + (static_cast<int64_t>(head) * T.n + static_cast<int64_t>(block) * T.rows) * D);
+    for (int i = t; i < rows * (D / 16); i += kThreads)
       dst[i] = *reinterpret_cast<const uint4*>(buf + (i / (D / 16)) * S::kOut + (i % (D / 16)) * 16);
   } else {
-    // V^T: thread t's codes are column v_column(t) of the block's d rows of 128 keys (the
+    // V^T: thread t's codes are column v_column(t) of the block's d rows of 192 keys (the
     // padding keys' codes are 0: their x are 0); each row leaves as contiguous pieces, as far as
     // the row's length Nk16 reaches.
 #pragma unroll
     for (int c = 0; c < D; ++c) buf[c * S::kOutT + v_column(t)] = code[c];
     __syncthreads();
-    const int keys = min(kRows, T.n_pad - block * kRows);  // a multiple of 16
-    uint8_t* dst = T.codes + static_cast<int64_t>(head) * D * T.n_pad + block * kRows;
-    for (int i = t; i < D * (keys / 16); i += kRows) {
+    const int keys = min(T.rows, T.n_pad - block * T.rows);  // a multiple of 16
+    uint8_t* dst = T.codes + static_cast<int64_t>(head) * D * T.n_pad + block * T.rows;
+    for (int i = t; i < D * (keys / 16); i += kThreads) {
       const int c = i / (keys / 16), piece = i % (keys / 16);
       *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(c) * T.n_pad + piece * 16) =
           *reinterpret_cast<const uint4*>(buf + c * S::kOutT + piece * 16);

@@ -36,8 +36,9 @@ namespace flashlab::lab {
 
 namespace {
 
-// One head of d = 128, as FA3's table, N long enough that a block of 128 rows holds a few outliers
-// on average (0.1 % of 128 x 128 entries: 16) and short enough for a laptop.
+// One head of d = 128, as FA3's table, N long enough that a scale block (128 rows of Q, 192 keys of
+// K and V) holds a few outliers on average (0.1 % of 128 x 128 entries: 16; of 192 x 128: 25) and
+// short enough for a laptop.
 constexpr int64_t kN = 2048, kD = 128, kH = 1;
 
 struct Row {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -67,8 +68,8 @@ Problem problem_of(const Fp8Case& c) {
   return p;
 }
 
-// Ragged against the 128-row tiles (1000 = 7 x 128 + 104), Nq < Nk and Nq > Nk (causal: rows
-// 0..129 of 300 over 170 keys see none), one row, grouped heads (8 over 2), B > 1.
+// Ragged against the tiles (1000 = 7 x 128 + 104 rows, 5 x 192 + 40 keys), Nq < Nk and Nq > Nk
+// (causal: rows 0..129 of 300 over 170 keys see none), one row, grouped heads (8 over 2), B > 1.
 std::vector<Fp8Case> all_cases() {
   std::vector<Fp8Case> cases;
   for (InputKind kind : {InputKind::normal, InputKind::outliers})
@@ -150,33 +151,36 @@ std::vector<uint16_t> bf16_words(const HostTensor& x) {
   return w;
 }
 
-// The twin's codes and scales of one tensor ([heads][n][d]), from fp8_quant.h's steps.
+// The twin's codes and scales of one tensor ([heads][n][d]), from fp8_quant.h's steps, in blocks of
+// `block` rows (Q: 128, K and V: 192, the forward's tiles).
 struct TwinCodes {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
 };
-TwinCodes twin_codes(HostTensor x, int64_t heads, int64_t n, int64_t d, bool rotate,
+TwinCodes twin_codes(HostTensor x, int64_t heads, int64_t n, int64_t d, int64_t block, bool rotate,
                      bool block_scales) {
   if (rotate) cpu::rotate_rows(x, d, cpu::hadamard_signs(kSignSeed, d));
-  const int64_t nb = (n + 127) / 128;
+  const int64_t nb = (n + block - 1) / block;
   TwinCodes t;
   t.scales.assign(static_cast<size_t>(heads * nb), 0.f);
   double all = 0;
   for (double e : x) all = std::max(all, std::fabs(e));
   for (int64_t hb = 0; hb < heads * nb; ++hb) {
-    const int64_t h = hb / nb, r0 = (hb % nb) * 128, rows = std::min<int64_t>(128, n - r0);
+    const int64_t h = hb / nb, r0 = (hb % nb) * block, rows = std::min<int64_t>(block, n - r0);
     double amax = block_scales ? 0 : all;
     if (block_scales)
       for (int64_t e = 0; e < rows * d; ++e)
         amax = std::max(amax, std::fabs(x[static_cast<size_t>((h * n + r0) * d + e)]));
     t.scales[static_cast<size_t>(hb)] =
-        amax > 0 ? static_cast<float>(amax) / static_cast<float>(kE4m3Max) : 1.0f;
+        amax > 0 ? std::max(static_cast<float>(amax) / static_cast<float>(kE4m3Max),
+                            std::numeric_limits<float>::min())
+                 : 1.0f;
   }
   t.codes.resize(x.size());
   for (size_t e = 0; e < x.size(); ++e) {
     const int64_t hr = static_cast<int64_t>(e) / d;
-    const float s = t.scales[static_cast<size_t>((hr / n) * nb + (hr % n) / 128)];
-    t.codes[e] = e4m3_code(static_cast<float>(x[e]) / s);
+    const float s = t.scales[static_cast<size_t>((hr / n) * nb + (hr % n) / block)];
+    t.codes[e] = e4m3_code(static_cast<float>(x[e]) * (1.0f / s));  // quant.cuh's two roundings
   }
   return t;
 }
@@ -213,7 +217,7 @@ TEST(CudaHopperFp8Quantization, CodesAndScalesAreTheTwins) {
       const bool rotate = std::string(id) == "hopper-fp8";
       const bool blocks = std::string(id) != "hopper-fp8-per-tensor";
       Problem p;
-      p.shape = Shape{2, 4, 200, 130, d};  // ragged both ways; Nk16 = 144 > Nk
+      p.shape = Shape{2, 4, 200, 330, d};  // ragged both ways; Nk16 = 336 > Nk
       p.shape.Hkv = 2;
       p.dtype = DType::fp8;
       const Inputs in = make_inputs(p, 77, InputKind::outliers);
@@ -242,9 +246,9 @@ TEST(CudaHopperFp8Quantization, CodesAndScalesAreTheTwins) {
       // The layout of cuda.cu: Q8, K8, V8^T [B Hkv][d][Nk16], then the scales.
       const int64_t nk16 = (s.Nk + 15) / 16 * 16;
       const size_t k8 = q, vt8 = k8 + kv, sq = vt8 + static_cast<size_t>(s.kv_head_count() * d * nk16);
-      const TwinCodes tq = twin_codes(in.Q, s.heads(), s.Nq, d, rotate, blocks);
-      const TwinCodes tk = twin_codes(in.K, s.kv_head_count(), s.Nk, d, rotate, blocks);
-      const TwinCodes tv = twin_codes(in.V, s.kv_head_count(), s.Nk, d, false, blocks);
+      const TwinCodes tq = twin_codes(in.Q, s.heads(), s.Nq, d, 128, rotate, blocks);
+      const TwinCodes tk = twin_codes(in.K, s.kv_head_count(), s.Nk, d, 192, rotate, blocks);
+      const TwinCodes tv = twin_codes(in.V, s.kv_head_count(), s.Nk, d, 192, false, blocks);
       expect_codes("Q", std::vector<uint8_t>(ws.begin(), ws.begin() + k8), tq, rotate);
       expect_codes("K", std::vector<uint8_t>(ws.begin() + k8, ws.begin() + vt8), tk, rotate);
       // V8^T back to [B Hkv][Nk][d]; the padding keys are 0. Key k sits at column v_column(k):
@@ -314,9 +318,10 @@ TEST(GpuHopperFp8Entry, ForwardOnlyGroupedHeadsFp8Only) {
       EXPECT_EQ(why.find('\n'), std::string::npos) << "one line";
     }
   }
-  // The workspace: codes of Q, K and V^T (keys padded to 16), then the scales.
-  Problem p = problem_of({64, false, 2, 4, 2, 200, 130, InputKind::normal});
-  const size_t codes = 2 * 4 * 200 * 64 + 2 * 2 * 130 * 64 + 2 * 2 * 64 * 144;
+  // The workspace: codes of Q, K and V^T (keys padded to 16), then the scales: two blocks of each
+  // (Q: 200 = 128 + 72 rows; K and V: 330 = 192 + 138 keys, 336 with the padding).
+  Problem p = problem_of({64, false, 2, 4, 2, 200, 330, InputKind::normal});
+  const size_t codes = 2 * 4 * 200 * 64 + 2 * 2 * 330 * 64 + 2 * 2 * 64 * 336;
   EXPECT_EQ(find_version("hopper-fp8")->cuda->workspace_bytes(p, {}),
             codes + 4 * (2 * 4 * 2 + 2 * 2 * 2 * 2));
   EXPECT_EQ(find_version("hopper-fp8-per-tensor")->cuda->workspace_bytes(p, {}), codes + 12);

@@ -71,6 +71,15 @@ __device__ __forceinline__ uint64_t smem_desc_unswizzled(uint32_t addr, uint32_t
          static_cast<uint64_t>((stride_bytes & 0x3FFFF) >> 4) << 32;  // base offset 0, no swizzle
 }
 
+// The descriptor of the operand `bytes` further on in shared memory (16-byte multiples): the start
+// address is the low field, in 16-byte units, and the rest of the descriptor does not depend on
+// it. So a k step, or a ring's next stage, is one addition on the low word, where building the
+// descriptor again masks, shifts and merges (a handful of instructions per product issued).
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 template <class T, int N>
 __device__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d);
 template <class T, int N>
