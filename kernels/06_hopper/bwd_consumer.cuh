@@ -119,7 +119,8 @@ struct Consumer {
   __device__ void issue_dq(float (&acc)[NQ], int n) const {
     const uint64_t ad = sm90::smem_desc(
         smem_addr(sm.dS(n % kDsBuffers)) + (Br == 128 ? w * Bc * 128 : 0), Bc * 128);
-    const uint64_t bd = sm90::smem_desc(smem_addr(sm.k()) + (D == 128 ? w * Bc * 128 : 0), Bc * 128);
+    const uint64_t bd =
+        sm90::smem_desc(smem_addr(sm.k()) + (D == 128 ? w * Bc * 128 : 0), Bc * 128);
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk)
       sm90::wgmma_ss_tt<T, 64>(acc, sm90::desc_advance(ad, kk * 16 * 128),

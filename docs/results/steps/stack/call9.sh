@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Call 9 (outputs: call9/), after call 8: issue 24's sweep beside PyTorch, the backward. m (main after
+# the four steps; build/carry/m.txz), `hopper` and `hopper-deterministic`, and PyTorch's SDPA over
+# the 60 shapes: N = 1024 ... 16384, d = 64, 128, 256, fp16 and bf16, causal and not, B·N = 16k
+# tokens, hidden 2048, each pass after a 1 s pause on both sides (`scripts/compare_torch.py`). If it
+# does not fit in one call, run it per head dim (-d 64,128, then -d 256). The README's backward
+# tables are generated from this call's JSON (`scripts/gen_perf_table.py`).
+set -uo pipefail
+mkdir -p "$OUT/logs"
+unpack() {  # archive letter
+  mkdir -p "bins/$2"
+  tar xJf "build/carry/$1.txz" -C "bins/$2" 2>/dev/null || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "build/carry/$1.txz" "bins/$2"
+}
+unpack m m
+L="$OUT/logs"; t0=$SECONDS
+run_for() {  # the limit cut to what is left of BUDGET s (default 560); under 5 s left, skipped
+  local left=$((${BUDGET:-560} - SECONDS + t0)) n=$1
+  shift
+  [ "$left" -lt "$n" ] && n=$left
+  if [ "$n" -lt 5 ]; then echo "skipped (no time left): $*"; return 125; fi
+  timeout -k 10 "$n" "$@"
+}
+bins/m/flashlab --version
+export PYTHONUNBUFFERED=1
+run_for 540 python3 scripts/compare_torch.py --flashlab bins/m/flashlab --versions hopper,hopper-deterministic --passes bwd -d 64,128,256 --dtype fp16,bf16 -N 1024,2048,4096,8192,16384 --pause 1000 --out "$OUT/compare_torch_bwd_hopper.json" > "$L/bwd.log" 2>&1
+echo "bwd sweep rc=$? $((SECONDS-t0))s"; grep -E "vs cuDNN" "$L/bwd.log"
+gzip -f "$L"/*.log
+cd "$OUT" && tar czf call9.tgz logs && rm -rf logs && ls
+echo "elapsed $((SECONDS-t0))s"
