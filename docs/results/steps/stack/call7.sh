@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Call 7 (outputs: call7/), the next one to run: main after the four steps were taken (m:
 # build/carry/m.txz, flashlab and flashlab_gpu_tests) and the same with the lagging reference off
-# at d = 128 (m0: m.txz's sources with FwdTraits<128>::kMaxLagLog2 = 0; flashlab only), beside e
-# (main before the steps).
+# at d = 128 (m0: m.txz's sources with FwdTraits<128>::kMaxLagLog2 = 0, version string
+# 3b273ce17dd8-dirty; flashlab only; its 28 d = 128 forward kernels differ from m's), beside e
+# (main before the steps; build/carry/e.txz).
 #   1. m's GPU tests, the d = 64 forward first: its 12 kernels (the rung and its ablation
 #      variants) are the only ones of main whose SASS no GPU has run (README).
 #   2. The `hopper` forward at d = 128 and 64, bf16, N = 4096 and 16384, causal and not, hidden
