@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # Call 7 (outputs: call7/), the next one to run: main after the four steps were taken (m:
-# build/carry/m.txz, flashlab and flashlab_gpu_tests) and the same with the lagging reference off
-# at d = 128 (m0: m.txz's sources with FwdTraits<128>::kMaxLagLog2 = 0, version string
-# 3b273ce17dd8-dirty; flashlab only; its 28 d = 128 forward kernels differ from m's), beside e
-# (main before the steps; build/carry/e.txz).
-#   1. m's GPU tests, the d = 64 forward first: its 12 kernels (the rung and its ablation
-#      variants) are the only ones of main whose SASS no GPU has run (README).
-#   2. The `hopper` forward at d = 128 and 64, bf16, N = 4096 and 16384, causal and not, hidden
-#      2048: e, m, m0 in turn, two rounds. m0 / e at d = 128 is desc alone, m / m0 the lag there
-#      (l / e was 0.981 non-causal, 1.010 causal); m / e at d = 64 is desc alone.
-# Prediction: desc alone at d = 128 0 to +2 %; if m / m0 < 1 without the mask, the lag is the cost
-# there and FwdTraits<128, false> goes back to kMaxLagLog2 = 0.
+# build/carry/m.txz, flashlab and flashlab_gpu_tests, version 3b273ce17dd8), and m with
+# lag128_causal_only.patch (lc: build/carry/lc.txz, both binaries, version 6a11413d207c-dirty: at
+# d = 128 the reference max lags only under the causal mask; its 12 non-causal d = 128 forward
+# kernels are desc alone, every other kernel is m's), beside e (main before the steps;
+# build/carry/e.txz).
+#   1. m's d = 64 forward: its 12 kernels (the rung and its ablation variants) are the only ones of
+#      main whose SASS no GPU has run (README): a smoke run, memcheck, the GPU tests at d = 64.
+#   2. The `hopper` forward at d = 64 and 128, bf16, N = 4096 and 16384, causal and not, hidden
+#      2048: e, m, lc in turn, two rounds. At d = 128 without the mask lc / e is desc alone and
+#      m / lc the lag (l / e was 0.981 there); m / e at d = 64 is desc alone.
+#   3. lc's GPU tests at d = 128 (its 12 new kernels), then m's remaining suites.
+# Prediction: desc alone at d = 128 0 to +2 %. If m / lc < 1 without the mask, the lag is the cost
+# there and lag128_causal_only.patch goes in (its kernels are m's and lc's, tested here).
 set -uo pipefail
 mkdir -p "$OUT/logs"
 unpack() {  # archive letter
   mkdir -p "bins/$2"
   tar xJf "build/carry/$1.txz" -C "bins/$2" 2>/dev/null || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "build/carry/$1.txz" "bins/$2"
 }
-unpack e e; unpack m m; unpack m0 m0
+unpack e e; unpack m m; unpack lc lc
 export PATH="$PATH:/usr/local/cuda/bin"
 L="$OUT/logs"; t0=$SECONDS
 run_for() {  # the limit cut to what is left of BUDGET s (default 540); under 5 s left, skipped
@@ -28,34 +30,34 @@ run_for() {  # the limit cut to what is left of BUDGET s (default 540); under 5 
   timeout -k 10 "$n" "$@"
 }
 archive() { gzip -f "$L"/*.log; cd "$OUT" && tar czf call7.tgz logs $(ls *.json 2>/dev/null) $(ls compare*.txt 2>/dev/null) && rm -rf logs *.json && ls; }
-for b in e m m0; do echo "$b: $(bins/$b/flashlab --version)"; done
+for b in e m lc; do echo "$b: $(bins/$b/flashlab --version)"; done
 run_for 30 bins/m/flashlab run --backend cuda --versions hopper -d 64 -B 2 -H 3 --Nq 17 --Nk 17 --causal --dtype fp16 --repeats 1 --warmup 0 > "$L/smoke_d64.log" 2>&1
 rc=$?; echo "smoke d=64 rc=$rc: $(grep -E 'within their|FAIL' "$L/smoke_d64.log" | head -2 | tr '\n' ' ')"
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "the smoke run hung: stopping"; archive; exit 1; fi
 run_for 40 compute-sanitizer --tool memcheck --error-exitcode 3 bins/m/flashlab run --backend cuda --versions hopper -d 64 --Nq 177 --Nk 300 -H 6 --heads-kv 2 --dtype bf16 --causal --repeats 1 --warmup 0 --bitwise-repeats 0 > "$L/memcheck_d64.log" 2>&1
 echo "memcheck d=64 rc=$?: $(grep -E 'ERROR SUMMARY|within their' "$L/memcheck_d64.log" | tr '\n' ' ')"
-run_tests() {  # name, time limit, filter
-  run_for "$2" bins/m/flashlab_gpu_tests --gtest_color=no --gtest_filter="$3" > "$L/tests_$1.log" 2>&1
+run_tests() {  # name, time limit, filter[, binary letter]
+  run_for "$2" bins/${4:-m}/flashlab_gpu_tests --gtest_color=no --gtest_filter="$3" > "$L/tests_$1.log" 2>&1
   echo "tests $1 rc=$? $((SECONDS-t0))s: $(grep -E '^\[  (PASSED|FAILED)  \]|tests from .* ran' "$L/tests_$1.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$L/tests_$1.log" | head -5
 }
 run_tests d64 100 '*_d64_*'
 common="--backend cuda --dtype bf16 --hidden 2048 --repeats 10 --warmup 3 --pause 500 --versions hopper --passes fwd -N 4096,16384 --causal no,yes"
 for r in 1 2; do
-  for b in e m m0; do
+  for b in e m lc; do
     run_for 40 bins/$b/flashlab bench $common -d 64,128 --json "$OUT/fwd_$b$r.json" > "$L/fwd_$b$r.log" 2>&1
     echo "fwd $b$r rc=$? $((SECONDS-t0))s"
   done
 done
 {
   python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base e --new m --version hopper
-  python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base e --new m0 --version hopper
-  python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base m0 --new m --version hopper
+  python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base e --new lc --version hopper
+  python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base lc --new m --version hopper
 } > "$OUT/compare.txt" 2>&1
 cat "$OUT/compare.txt"
+run_tests lc_d128 120 'Matrix/CudaVersions.*_d128_*:Axes/CudaVersionsAxes.*_d128_*:Packed/CudaPacked.*_d128_*' lc
 run_tests matrix 90 'Matrix/CudaVersions.*'
 run_tests axes 110 'Axes/CudaVersionsAxes.*'
-run_tests packed 60 'Packed/CudaPacked.*'
 run_tests runner 20 'CudaRunner.*:Counters.*'
 archive
 echo "elapsed $((SECONDS-t0))s"
