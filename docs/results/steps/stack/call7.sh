@@ -5,14 +5,18 @@
 # d = 128 the reference max lags only under the causal mask; its 12 non-causal d = 128 forward
 # kernels are desc alone, every other kernel is m's), beside e (main before the steps;
 # build/carry/e.txz).
-#   1. m's d = 64 forward: its 12 kernels (the rung and its ablation variants) are the only ones of
-#      main whose SASS no GPU has run (README): a smoke run, memcheck, the GPU tests at d = 64.
+#   1. m's d = 64 forward: its 12 kernels (fp16 and bf16; dense, with a left side, packed, packed
+#      with a left side; causal and not) are the only ones of main whose SASS no GPU has run
+#      (README): a smoke run, memcheck on three of them, the GPU tests at d = 64 of the suites that
+#      run the Hopper forward.
 #   2. The `hopper` forward at d = 64 and 128, bf16, N = 4096 and 16384, causal and not, hidden
 #      2048: e, m, lc in turn, two rounds. At d = 128 without the mask lc / e is desc alone and
 #      m / lc the lag (l / e was 0.981 there); m / e at d = 64 is desc alone.
-#   3. lc's GPU tests at d = 128 (its 12 new kernels), then m's remaining suites.
+#   3. m's runner and counter tests; lc's GPU tests at d = 128 (4 of its 12 new kernels: fp16 and
+#      bf16, dense and packed; the other 8 are bf16 ablation variants, which `lab hopper` runs and
+#      holds to the rung's answer).
 # Prediction: desc alone at d = 128 0 to +2 %. If m / lc < 1 without the mask, the lag is the cost
-# there and lag128_causal_only.patch goes in (its kernels are m's and lc's, tested here).
+# there and lag128_causal_only.patch goes in (its kernels are m's and lc's, run here).
 set -uo pipefail
 mkdir -p "$OUT/logs"
 unpack() {  # archive letter
@@ -34,14 +38,20 @@ for b in e m lc; do echo "$b: $(bins/$b/flashlab --version)"; done
 run_for 30 bins/m/flashlab run --backend cuda --versions hopper -d 64 -B 2 -H 3 --Nq 17 --Nk 17 --causal --dtype fp16 --repeats 1 --warmup 0 > "$L/smoke_d64.log" 2>&1
 rc=$?; echo "smoke d=64 rc=$rc: $(grep -E 'within their|FAIL' "$L/smoke_d64.log" | head -2 | tr '\n' ' ')"
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "the smoke run hung: stopping"; archive; exit 1; fi
-run_for 40 compute-sanitizer --tool memcheck --error-exitcode 3 bins/m/flashlab run --backend cuda --versions hopper -d 64 --Nq 177 --Nk 300 -H 6 --heads-kv 2 --dtype bf16 --causal --repeats 1 --warmup 0 --bitwise-repeats 0 > "$L/memcheck_d64.log" 2>&1
-echo "memcheck d=64 rc=$?: $(grep -E 'ERROR SUMMARY|within their' "$L/memcheck_d64.log" | tr '\n' ' ')"
+memcheck() {  # name, shape...
+  local name=$1; shift
+  run_for 40 compute-sanitizer --tool memcheck --error-exitcode 3 bins/m/flashlab run --backend cuda --versions hopper -d 64 "$@" --repeats 1 --warmup 0 --bitwise-repeats 0 > "$L/memcheck_$name.log" 2>&1
+  echo "memcheck d=64 $name rc=$?: $(grep -E 'ERROR SUMMARY|within their' "$L/memcheck_$name.log" | tr '\n' ' ')"
+}
+memcheck causal --Nq 177 --Nk 300 -H 6 --heads-kv 2 --dtype bf16 --causal
+memcheck dense --Nq 300 --Nk 177 -H 6 --heads-kv 3 --dtype fp16
+memcheck packed_window --seqlens 1,17,128,300 -H 4 --heads-kv 2 --dtype fp16 --causal --window 64,0
 run_tests() {  # name, time limit, filter[, binary letter]
   run_for "$2" bins/${4:-m}/flashlab_gpu_tests --gtest_color=no --gtest_filter="$3" > "$L/tests_$1.log" 2>&1
   echo "tests $1 rc=$? $((SECONDS-t0))s: $(grep -E '^\[  (PASSED|FAILED)  \]|tests from .* ran' "$L/tests_$1.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$L/tests_$1.log" | head -5
 }
-run_tests d64 100 '*_d64_*'
+run_tests d64 100 'Matrix/CudaVersions.*_d64_*:Axes/CudaVersionsAxes.*_d64_*:Packed/CudaPacked.*_d64_*'
 common="--backend cuda --dtype bf16 --hidden 2048 --repeats 10 --warmup 3 --pause 500 --versions hopper --passes fwd -N 4096,16384 --causal no,yes"
 for r in 1 2; do
   for b in e m lc; do
@@ -55,9 +65,9 @@ done
   python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base lc --new m --version hopper
 } > "$OUT/compare.txt" 2>&1
 cat "$OUT/compare.txt"
-run_tests lc_d128 120 'Matrix/CudaVersions.*_d128_*:Axes/CudaVersionsAxes.*_d128_*:Packed/CudaPacked.*_d128_*' lc
-run_tests matrix 90 'Matrix/CudaVersions.*'
-run_tests axes 110 'Axes/CudaVersionsAxes.*'
 run_tests runner 20 'CudaRunner.*:Counters.*'
+run_tests lc_d128 145 'Matrix/CudaVersions.*_d128_*:Axes/CudaVersionsAxes.*_d128_*:Packed/CudaPacked.*_d128_*' lc
+run_for 90 bins/lc/flashlab lab hopper --backend cuda > "$L/lab_hopper_lc.log" 2>&1
+echo "lab hopper lc rc=$? $((SECONDS-t0))s: $(grep -ciE 'FAIL' "$L/lab_hopper_lc.log") FAIL lines"
 archive
 echo "elapsed $((SECONDS-t0))s"
