@@ -4,26 +4,33 @@
 # lag128_causal_only.patch (lc: build/carry/lc.txz, both binaries, version 6a11413d207c-dirty: at
 # d = 128 the reference max lags only under the causal mask; its 12 non-causal d = 128 forward
 # kernels are desc alone, every other kernel is m's), beside e (main before the steps;
-# build/carry/e.txz).
+# build/carry/e.txz); and m with pack_before_rescale.patch (pb: build/carry/pb.txz, flashlab only,
+# version dd9485bcec46-dirty: P packed before O's rescale, so that with the lagging reference the
+# packing stays among the exponentials instead of behind the rescale's branch; 50 forward kernels
+# change).
 #   1. m's d = 64 forward: its 12 kernels (fp16 and bf16; dense, with a left side, packed, packed
 #      with a left side; causal and not) are the only ones of main whose SASS no GPU has run
 #      (README): a smoke run, memcheck on three of them, the GPU tests at d = 64 of the suites that
 #      run the Hopper forward.
 #   2. The `hopper` forward at d = 64 and 128, bf16, N = 4096 and 16384, causal and not, hidden
-#      2048: e, m, lc in turn, two rounds. At d = 128 without the mask lc / e is desc alone and
-#      m / lc the lag (l / e was 0.981 there); m / e at d = 64 is desc alone.
+#      2048: e, m, lc, pb in turn, two rounds. At d = 128 without the mask lc / e is desc alone and
+#      m / lc the lag (l / e was 0.981 there); m / e at d = 64 is desc alone; pb / m the packing's
+#      place (bench checks each configuration against the fp64 reference; pb's GPU test suites come
+#      later, if it is kept).
 #   3. m's runner and counter tests; lc's GPU tests at d = 128 (4 of its 12 new kernels: fp16 and
 #      bf16, dense and packed; the other 8 are bf16 ablation variants, which `lab hopper` runs and
 #      holds to the rung's answer).
 # Prediction: desc alone at d = 128 0 to +2 %. If m / lc < 1 without the mask, the lag is the cost
-# there and lag128_causal_only.patch goes in (its kernels are m's and lc's, run here).
+# there; if pb / m makes that up, the packing's place was why (pack_before_rescale.patch, once its
+# tests pass), else lag128_causal_only.patch goes in (its kernels are m's and lc's, run here).
+# pb / m elsewhere: 0 to +1 %.
 set -uo pipefail
 mkdir -p "$OUT/logs"
 unpack() {  # archive letter
   mkdir -p "bins/$2"
   tar xJf "build/carry/$1.txz" -C "bins/$2" 2>/dev/null || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "build/carry/$1.txz" "bins/$2"
 }
-unpack e e; unpack m m; unpack lc lc
+unpack e e; unpack m m; unpack lc lc; unpack pb pb
 export PATH="$PATH:/usr/local/cuda/bin"
 L="$OUT/logs"; t0=$SECONDS
 run_for() {  # the limit cut to what is left of BUDGET s (default 540); under 5 s left, skipped
@@ -34,7 +41,7 @@ run_for() {  # the limit cut to what is left of BUDGET s (default 540); under 5 
   timeout -k 10 "$n" "$@"
 }
 archive() { gzip -f "$L"/*.log; cd "$OUT" && tar czf call7.tgz logs $(ls *.json 2>/dev/null) $(ls compare*.txt 2>/dev/null) && rm -rf logs *.json && ls; }
-for b in e m lc; do echo "$b: $(bins/$b/flashlab --version)"; done
+for b in e m lc pb; do echo "$b: $(bins/$b/flashlab --version)"; done
 run_for 30 bins/m/flashlab run --backend cuda --versions hopper -d 64 -B 2 -H 3 --Nq 17 --Nk 17 --causal --dtype fp16 --repeats 1 --warmup 0 > "$L/smoke_d64.log" 2>&1
 rc=$?; echo "smoke d=64 rc=$rc: $(grep -E 'within their|FAIL' "$L/smoke_d64.log" | head -2 | tr '\n' ' ')"
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "the smoke run hung: stopping"; archive; exit 1; fi
@@ -54,7 +61,7 @@ run_tests() {  # name, time limit, filter[, binary letter]
 run_tests d64 100 'Matrix/CudaVersions.*_d64_*:Axes/CudaVersionsAxes.*_d64_*:Packed/CudaPacked.*_d64_*'
 common="--backend cuda --dtype bf16 --hidden 2048 --repeats 10 --warmup 3 --pause 500 --versions hopper --passes fwd -N 4096,16384 --causal no,yes"
 for r in 1 2; do
-  for b in e m lc; do
+  for b in e m lc pb; do
     run_for 40 bins/$b/flashlab bench $common -d 64,128 --json "$OUT/fwd_$b$r.json" > "$L/fwd_$b$r.log" 2>&1
     echo "fwd $b$r rc=$? $((SECONDS-t0))s"
   done
@@ -63,11 +70,12 @@ done
   python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base e --new m --version hopper
   python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base e --new lc --version hopper
   python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base lc --new m --version hopper
+  python3 scripts/compare_rounds.py "$OUT" --prefix fwd_ --base m --new pb --version hopper
 } > "$OUT/compare.txt" 2>&1
 cat "$OUT/compare.txt"
 run_tests runner 20 'CudaRunner.*:Counters.*'
 run_tests lc_d128 145 'Matrix/CudaVersions.*_d128_*:Axes/CudaVersionsAxes.*_d128_*:Packed/CudaPacked.*_d128_*' lc
-run_for 90 bins/lc/flashlab lab hopper --backend cuda > "$L/lab_hopper_lc.log" 2>&1
+run_for 60 bins/lc/flashlab lab hopper --backend cuda > "$L/lab_hopper_lc.log" 2>&1
 echo "lab hopper lc rc=$? $((SECONDS-t0))s: $(grep -ciE 'FAIL' "$L/lab_hopper_lc.log") FAIL lines"
 archive
 echo "elapsed $((SECONDS-t0))s"
