@@ -12,22 +12,9 @@
 #   - `hopper-fp8` and `hopper` bf16 at d = 128, non-causal, N = 16384 (issue 25 line 3).
 # Needs build/carry/l.txz.
 set -uo pipefail
-mkdir -p "$OUT/logs"
-# Binaries travel as xz-compressed tar files (a third of gzip's size); tar's -J needs xz, Python's
-# tarfile is the fallback.
-unpack() {  # archive letter
-  mkdir -p "bins/$2"
-  tar xJf "build/carry/$1.txz" -C "bins/$2" 2>/dev/null || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "build/carry/$1.txz" "bins/$2"
-}
+BUDGET=${BUDGET:-545}
+source docs/results/steps/stack/lib.sh
 unpack l l
-L="$OUT/logs"; t0=$SECONDS
-run_for() {  # the limit cut to what is left of BUDGET s (default 545); under 5 s left, skipped
-  local left=$((${BUDGET:-545} - SECONDS + t0)) n=$1
-  shift
-  [ "$left" -lt "$n" ] && n=$left
-  if [ "$n" -lt 5 ]; then echo "skipped (no time left): $*"; return 125; fi
-  timeout -k 10 "$n" "$@"
-}
 bins/l/flashlab --version
 export PYTHONUNBUFFERED=1
 ct() {  # name, limit, compare_torch options...

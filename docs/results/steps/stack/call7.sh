@@ -25,21 +25,10 @@
 # tests pass), else lag128_causal_only.patch goes in (its kernels are m's and lc's, run here).
 # pb / m elsewhere: 0 to +1 %.
 set -uo pipefail
-mkdir -p "$OUT/logs"
-unpack() {  # archive letter
-  mkdir -p "bins/$2"
-  tar xJf "build/carry/$1.txz" -C "bins/$2" 2>/dev/null || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "build/carry/$1.txz" "bins/$2"
-}
+BUDGET=${BUDGET:-540}
+source docs/results/steps/stack/lib.sh
 unpack e e; unpack m m; unpack lc lc; unpack pb pb
 export PATH="$PATH:/usr/local/cuda/bin"
-L="$OUT/logs"; t0=$SECONDS
-run_for() {  # the limit cut to what is left of BUDGET s (default 540); under 5 s left, skipped
-  local left=$((${BUDGET:-540} - SECONDS + t0)) n=$1
-  shift
-  [ "$left" -lt "$n" ] && n=$left
-  if [ "$n" -lt 5 ]; then echo "skipped (no time left): $*"; return 125; fi
-  timeout -k 10 "$n" "$@"
-}
 archive() { gzip -f "$L"/*.log; cd "$OUT" && tar czf call7.tgz logs $(ls *.json 2>/dev/null) $(ls compare*.txt 2>/dev/null) && rm -rf logs *.json && ls; }
 for b in e m lc pb; do echo "$b: $(bins/$b/flashlab --version)"; done
 run_for 30 bins/m/flashlab run --backend cuda --versions hopper -d 64 -B 2 -H 3 --Nq 17 --Nk 17 --causal --dtype fp16 --repeats 1 --warmup 0 > "$L/smoke_d64.log" 2>&1
@@ -53,11 +42,6 @@ memcheck() {  # name, shape...
 memcheck causal --Nq 177 --Nk 300 -H 6 --heads-kv 2 --dtype bf16 --causal
 memcheck dense --Nq 300 --Nk 177 -H 6 --heads-kv 3 --dtype fp16
 memcheck packed_window --seqlens 1,17,128,300 -H 4 --heads-kv 2 --dtype fp16 --causal --window 64,0
-run_tests() {  # name, time limit, filter[, binary letter]
-  run_for "$2" bins/${4:-m}/flashlab_gpu_tests --gtest_color=no --gtest_filter="$3" > "$L/tests_$1.log" 2>&1
-  echo "tests $1 rc=$? $((SECONDS-t0))s: $(grep -E '^\[  (PASSED|FAILED)  \]|tests from .* ran' "$L/tests_$1.log" | tr '\n' ' ')"
-  grep -E '^\[  FAILED  \]' "$L/tests_$1.log" | head -5
-}
 run_tests d64 100 'Matrix/CudaVersions.*_d64_*:Axes/CudaVersionsAxes.*_d64_*:Packed/CudaPacked.*_d64_*'
 common="--backend cuda --dtype bf16 --hidden 2048 --repeats 10 --warmup 3 --pause 500 --versions hopper --passes fwd -N 4096,16384 --causal no,yes"
 for r in 1 2; do

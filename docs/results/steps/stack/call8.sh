@@ -6,20 +6,9 @@
 # over 8 K/V heads, d = 128, N = 4096 and 16384, both passes). The README's forward tables are
 # generated from this call's JSON (`scripts/gen_perf_table.py`).
 set -uo pipefail
-mkdir -p "$OUT/logs"
-unpack() {  # archive letter
-  mkdir -p "bins/$2"
-  tar xJf "build/carry/$1.txz" -C "bins/$2" 2>/dev/null || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "build/carry/$1.txz" "bins/$2"
-}
+BUDGET=${BUDGET:-550}
+source docs/results/steps/stack/lib.sh
 unpack m m
-L="$OUT/logs"; t0=$SECONDS
-run_for() {  # the limit cut to what is left of BUDGET s (default 550); under 5 s left, skipped
-  local left=$((${BUDGET:-550} - SECONDS + t0)) n=$1
-  shift
-  [ "$left" -lt "$n" ] && n=$left
-  if [ "$n" -lt 5 ]; then echo "skipped (no time left): $*"; return 125; fi
-  timeout -k 10 "$n" "$@"
-}
 bins/m/flashlab --version
 export PYTHONUNBUFFERED=1
 run_for 420 python3 scripts/compare_torch.py --flashlab bins/m/flashlab --versions hopper --passes fwd -d 64,128,256 --dtype fp16,bf16 -N 1024,2048,4096,8192,16384 --pause 1000 --out "$OUT/compare_torch_fwd_hopper.json" > "$L/fwd.log" 2>&1

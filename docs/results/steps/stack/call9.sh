@@ -8,20 +8,9 @@
 # next, `DIMS=256 bash call9.sh`, d = 256. The README's backward tables are generated from the JSON
 # (`scripts/gen_perf_table.py` takes several).
 set -uo pipefail
-mkdir -p "$OUT/logs"
-unpack() {  # archive letter
-  mkdir -p "bins/$2"
-  tar xJf "build/carry/$1.txz" -C "bins/$2" 2>/dev/null || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "build/carry/$1.txz" "bins/$2"
-}
+BUDGET=${BUDGET:-560}
+source docs/results/steps/stack/lib.sh
 unpack m m
-L="$OUT/logs"; t0=$SECONDS
-run_for() {  # the limit cut to what is left of BUDGET s (default 560); under 5 s left, skipped
-  local left=$((${BUDGET:-560} - SECONDS + t0)) n=$1
-  shift
-  [ "$left" -lt "$n" ] && n=$left
-  if [ "$n" -lt 5 ]; then echo "skipped (no time left): $*"; return 125; fi
-  timeout -k 10 "$n" "$@"
-}
 bins/m/flashlab --version
 export PYTHONUNBUFFERED=1
 for d in ${DIMS:-64 128}; do
