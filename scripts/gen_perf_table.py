@@ -21,10 +21,13 @@ puts a grouped-heads sweep (both passes) between <!-- gqa-table:begin --> and <!
 and --section d256 a head-dim-256 sweep of every rung between <!-- d256-table:begin --> and
 <!-- d256-table:end -->; --section packed takes `flashlab bench --varlen` reports instead (one JSON
 per run of one binary) and puts the packed batch's rates and goals between
-<!-- packed-table:begin --> and <!-- packed-table:end -->.
-Below the table it checks the speed goals over N = 1024 ... 16384 (geometric mean and lowest
-ratio to FA2 for the forward and atomic-dq's backward; deterministic-dq and recompute time over
-atomic-dq's at every point).
+<!-- packed-table:begin --> and <!-- packed-table:end -->. --marker NAME puts the table between
+<!-- NAME-table:begin --> and <!-- NAME-table:end --> instead, for a second table of one section
+in the file.
+Below the table it checks the speed goals over the N the results cover within 1024 ... 16384
+(geometric mean and lowest ratio to FA2 for the forward and atomic-dq's backward; deterministic-dq
+and recompute time over atomic-dq's at every point). A ratio below 1 that two decimals would show
+as 1.00 is printed with three.
 """
 
 import argparse
@@ -37,6 +40,22 @@ BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
 
 def fmt(x, p=0):
     return "–" if x is None else f"{x:.{p}f}"
+
+
+def fmt_ratio(x):
+    """A ratio to two decimals; one below 1 that two decimals would round up to 1.00 gets three
+    (at most 0.999), so that a goal of 1.0x never reads as met when it is not."""
+    if x is None:
+        return "–"
+    if x < 1.0 and round(x, 2) >= 1.0:
+        return f"{min(round(x, 3), 0.999):.3f}"
+    return f"{x:.2f}"
+
+
+def n_span(rows, n_min, n_max):
+    """The N range the rows cover (within n_min ... n_max), for the goals' headers."""
+    ns = [r["N"] for r in rows]
+    return (min(ns), max(ns)) if ns else (n_min, n_max)
 
 
 def table(doc, versus="flash", section="perf"):
@@ -69,7 +88,7 @@ def table(doc, versus="flash", section="perf"):
         cells = [dt, str(d), "yes" if causal else "no", str(N)]
         for ver, pass_ in cols:
             r = by.get((ver, pass_, dt, d, causal, N))
-            cells += [fmt(r and r["flashlab_tflops"]), fmt(r and r[f"vs_{versus}"], 2)]
+            cells += [fmt(r and r["flashlab_tflops"]), fmt_ratio(r and r[f"vs_{versus}"])]
         for pass_ in passes:
             t = torch.get((pass_, dt, d, causal, N))
             cells += [fmt(t and t["flash_tflops"]), fmt(t and t["cudnn_tflops"])]
@@ -110,7 +129,8 @@ def read_json(path):
 def goals(rows, n_min=1024, n_max=16384):
     """The speed goals, over N = n_min ... n_max, as markdown bullets with the figures."""
     rows = [r for r in rows if n_min <= r["N"] <= n_max]
-    out = [f"Speed goals over N = {n_min} … {n_max} ({len({(r['dtype'], r['d'], r['causal'], r['N']) for r in rows})} shapes):"]
+    lo, hi = n_span(rows, n_min, n_max)
+    out = [f"Speed goals over N = {lo} … {hi} ({len({(r['dtype'], r['d'], r['causal'], r['N']) for r in rows})} shapes):"]
     for ver, pass_ in (("tiled", "fwd"), ("atomic-dq", "bwd"), ("deterministic-dq", "bwd"),
                        ("recompute", "bwd")):
         xs = [r["vs_flash"] for r in rows if r["version"] == ver and r["pass"] == pass_ and r.get("vs_flash")]
@@ -118,7 +138,7 @@ def goals(rows, n_min=1024, n_max=16384):
             worst = min((r for r in rows if r["version"] == ver and r["pass"] == pass_ and r.get("vs_flash")),
                         key=lambda r: r["vs_flash"])
             out.append(f"- {ver} {pass_} / PyTorch FA2: geometric mean {geomean(xs):.2f}×, lowest "
-                       f"{worst['vs_flash']:.2f}× ({worst['dtype']} d={worst['d']} "
+                       f"{fmt_ratio(worst['vs_flash'])}× ({worst['dtype']} d={worst['d']} "
                        f"{'causal' if worst['causal'] else 'non-causal'} N={worst['N']})")
     by = {(r["version"], r["dtype"], r["d"], r["causal"], r["N"]): r for r in rows if r["pass"] == "bwd"}
     for ver in ("deterministic-dq", "recompute"):
@@ -140,6 +160,7 @@ def shape_name(r):
 
 
 def goal_header(what, rows, n_min, n_max):
+    n_min, n_max = n_span(rows, n_min, n_max)
     return [f"Hopper {what} goals over N = {n_min} … {n_max} "
             f"({len({(r['dtype'], r['d'], r['causal'], r['N']) for r in rows})} shapes):"]
 
@@ -153,7 +174,7 @@ def cudnn_line(rows, ver, pass_, floor):
     worst = min(sel, key=lambda r: r["vs_cudnn"])
     below = [r for r in sel if r["vs_cudnn"] < floor]
     return (f"- {ver} {pass_} / cuDNN {pass_}: geometric mean "
-            f"{geomean([r['vs_cudnn'] for r in sel]):.2f}×, lowest {worst['vs_cudnn']:.2f}× "
+            f"{geomean([r['vs_cudnn'] for r in sel]):.2f}×, lowest {fmt_ratio(worst['vs_cudnn'])}× "
             f"({shape_name(worst)}), {len(below)} of {len(sel)} shapes below {floor}×")
 
 
@@ -198,7 +219,8 @@ def d256_goals(rows, n_min=1024, n_max=16384):
     geometric mean), hopper-deterministic's time over hopper's (1.15x or less), and each backward
     against PyTorch's FA2 and cuDNN."""
     rows = [r for r in rows if n_min <= r["N"] <= n_max and r["d"] == 256]
-    out = [f"Head dim 256 over N = {n_min} … {n_max} "
+    lo, hi = n_span(rows, n_min, n_max)
+    out = [f"Head dim 256 over N = {lo} … {hi} "
            f"({len({(r['dtype'], r['causal'], r['N']) for r in rows})} shapes):"]
     fwd = [r for r in rows if r["version"] == "hopper" and r["pass"] == "fwd" and r.get("vs_cudnn")]
     line = cudnn_line(fwd, "hopper", "fwd", 1.0)
@@ -208,7 +230,7 @@ def d256_goals(rows, n_min=1024, n_max=16384):
     if big:
         below = [r for r in big if r["vs_cudnn"] < 1.0]
         out.append(f"- hopper fwd at N ≥ 4096: {len(below)} of {len(big)} shapes below 1.0× cuDNN"
-                   + (" (" + ", ".join(f"{shape_name(r)} {r['vs_cudnn']:.2f}×" for r in below) + ")"
+                   + (" (" + ", ".join(f"{shape_name(r)} {fmt_ratio(r['vs_cudnn'])}×" for r in below) + ")"
                       if below else ""))
     top = [r for r in fwd if r["dtype"] == "bf16" and not r["causal"] and r["N"] == 16384]
     if top:
@@ -237,7 +259,7 @@ def d256_goals(rows, n_min=1024, n_max=16384):
         if sel:
             worst = min(sel, key=lambda r: r["vs_flash"])
             out.append(f"- {ver} bwd / PyTorch FA2 bwd: geometric mean "
-                       f"{geomean([r['vs_flash'] for r in sel]):.2f}×, lowest {worst['vs_flash']:.2f}× "
+                       f"{geomean([r['vs_flash'] for r in sel]):.2f}×, lowest {fmt_ratio(worst['vs_flash'])}× "
                        f"({shape_name(worst)}); / cuDNN bwd: geometric mean "
                        f"{geomean([r['vs_cudnn'] for r in sel if r.get('vs_cudnn')]):.2f}×")
     return out
@@ -318,6 +340,8 @@ def main():
                          "(grouped heads, both passes), d256 (head dim 256, every rung) or packed "
                          "(a packed batch: flashlab bench JSONs, one per run)")
     ap.add_argument("--versus", default="flash", choices=["flash", "cudnn"])
+    ap.add_argument("--marker", help="the markers' name, <!-- NAME-table:begin --> (default: the "
+                                     "section's), for a second table of one section in the file")
     a = ap.parse_args()
     try:
         docs = [read_json(path) for path in a.json]
@@ -339,8 +363,9 @@ def main():
 
 
 def write_section(a, md):
-    begin, end = (BEGIN, END) if a.section == "perf" else (
-        f"<!-- {a.section}-table:begin -->", f"<!-- {a.section}-table:end -->")
+    name = a.marker or a.section
+    begin, end = (BEGIN, END) if name == "perf" else (
+        f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->")
     try:
         text = open(a.readme).read()
     except OSError:
