@@ -13,7 +13,7 @@
 # Needs build/carry/l.txz.
 set -uo pipefail
 BUDGET=${BUDGET:-545}
-source docs/results/steps/stack/lib.sh
+source docs/results/steps/stack/lib.sh || { echo "run this from the repository root" >&2; exit 1; }
 unpack l l
 bins/l/flashlab --version
 export PYTHONUNBUFFERED=1

@@ -7,7 +7,7 @@
 # generated from this call's JSON (`scripts/gen_perf_table.py`).
 set -uo pipefail
 BUDGET=${BUDGET:-550}
-source docs/results/steps/stack/lib.sh
+source docs/results/steps/stack/lib.sh || { echo "run this from the repository root" >&2; exit 1; }
 unpack m m
 bins/m/flashlab --version
 export PYTHONUNBUFFERED=1

@@ -9,7 +9,7 @@
 # (`scripts/gen_perf_table.py` takes several).
 set -uo pipefail
 BUDGET=${BUDGET:-560}
-source docs/results/steps/stack/lib.sh
+source docs/results/steps/stack/lib.sh || { echo "run this from the repository root" >&2; exit 1; }
 unpack m m
 bins/m/flashlab --version
 export PYTHONUNBUFFERED=1

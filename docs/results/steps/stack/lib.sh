@@ -1,6 +1,7 @@
 # Sourced by this folder's call scripts (run from the repository root, with OUT set): the pieces
 # every call shares. Before sourcing, a script may set BUDGET (the seconds its commands may use in
-# all, default 540). After sourcing, L is the log folder and t0 the start.
+# all, default 540). After sourcing, L is the log folder and t0 the start: the budget counts from
+# here, so the unpacking of the carried binaries is inside it (the call's own limit counts it too).
 mkdir -p "$OUT/logs"
 L="$OUT/logs"
 t0=$SECONDS
@@ -9,6 +10,7 @@ t0=$SECONDS
 # unpack ARCHIVE LETTER: build/carry/ARCHIVE.txz (an xz tar, a third of gzip's size) into
 # bins/LETTER; Python's tarfile where tar has no xz.
 unpack() {
+  if [ ! -f "build/carry/$1.txz" ]; then echo "no build/carry/$1.txz: $2 is left out"; return 1; fi
   mkdir -p "bins/$2"
   tar xJf "build/carry/$1.txz" -C "bins/$2" 2>/dev/null ||
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
