@@ -188,9 +188,11 @@ Forward forward_in(const Problem& p, const Inputs& in, bool keep_P, DType store)
 }
 
 // Backward from stored P in Acc arithmetic; dS and the gradients rounded to `store`. dK and dV of
-// a K/V head are summed over the query heads of its group in Acc, then rounded once.
+// a K/V head are summed over the query heads of its group in Acc, then rounded once. with_D false
+// leaves D out of dS (dS = P * dP): the half of dS that the other half, P * D, cancels.
 template <class Acc>
-Gradients backward_in(const Problem& p, const Inputs& in, const Forward& fwd, DType store) {
+Gradients backward_in(const Problem& p, const Inputs& in, const Forward& fwd, DType store,
+                      bool with_D = true) {
   const Shape& s = p.shape;
   const int64_t Nq = s.Nq, Nk = s.Nk, d = s.d;
   if (in.dO.size() != static_cast<size_t>(s.q_elems()))
@@ -228,7 +230,8 @@ Gradients backward_in(const Problem& p, const Inputs& in, const Forward& fwd, DT
             const Acc* prow = &P[(r0 + rr) * Nk];
             Acc* row = dSb + rr * Nk;
             Acc D = 0;
-            for (int64_t c = 0; c < Nk; ++c) D += prow[c] * row[c];
+            if (with_D)
+              for (int64_t c = 0; c < Nk; ++c) D += prow[c] * row[c];
             for (int64_t c = 0; c < Nk; ++c) row[c] = stored(store, prow[c] * (row[c] - D));
           }
           weights_times(dQ.data(), dSb, &K[kh * Nk * d], nr, Nk, d);
@@ -278,21 +281,35 @@ Forward forward(const Problem& p, const Inputs& in, bool keep_P) {
   return forward_in<double>(p, in, keep_P, DType::f64);
 }
 
-Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd) {
-  check(p, in, "reference backward");
+namespace {
+
+Gradients backward_f64(const Problem& p, const Inputs& in, const Forward& fwd, bool with_D) {
   if (p.shape.paged())
-    return grads_to_pages(p, in.block_table,
-                          backward(contiguous_problem(p), contiguous_inputs(p, in), fwd));
+    return grads_to_pages(
+        p, in.block_table,
+        backward_f64(contiguous_problem(p), contiguous_inputs(p, in), fwd, with_D));
   Gradients g;
   if (p.shape.packed()) {
     backward_by_sequence(
         p, in, fwd, g,
         [&](const Problem& one, const Inputs& in1, const Forward& f, Gradients& out) {
-          out = backward_in<double>(one, in1, f, DType::f64);
+          out = backward_in<double>(one, in1, f, DType::f64, with_D);
         });
     return g;
   }
-  return backward_in<double>(p, in, fwd, DType::f64);
+  return backward_in<double>(p, in, fwd, DType::f64, with_D);
+}
+
+}  // namespace
+
+Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd) {
+  check(p, in, "reference backward");
+  return backward_f64(p, in, fwd, /*with_D=*/true);
+}
+
+Gradients cancelled_terms(const Problem& p, const Inputs& in, const Forward& fwd) {
+  check(p, in, "reference cancelled terms");
+  return backward_f64(p, in, fwd, /*with_D=*/false);
 }
 
 Forward lowp_forward(const Problem& p, const Inputs& in, bool keep_P) {

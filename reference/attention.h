@@ -16,6 +16,12 @@ Forward forward(const Problem& p, const Inputs& in, bool keep_P);
 // dS = P * (dP - rowsum(P * dP)), dQ = scale dS K, dK = scale dS^T Q.
 Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd);
 
+// The same backward with D left out of dS (dS = P * dP): dQ = scale (P * dP) K and
+// dK = scale (P * dP)^T Q are the size of the two halves that cancel in dS = P * dP - P * D. Where
+// every query row sees one key (P = 1, so D = dP), the exact dQ and dK are zero, and an error is
+// measured against these instead (run/budget.h). dV is the reference's own.
+Gradients cancelled_terms(const Problem& p, const Inputs& in, const Forward& fwd);
+
 // What a plain implementation in the storage dtype gets: matmuls accumulate in fp32, and every
 // matrix a kernel stores in the dtype (P and dS before their products; O, dQ, dK, dV) is rounded
 // to it. fp32: everything in float. fp64: same as forward/backward above. Used for error budgets.

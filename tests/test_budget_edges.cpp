@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/attention.h"
 #include "run/budget.h"
 #include "run/registry.h"
 #include "run/runner.h"
@@ -42,9 +43,7 @@ std::string describe(const Problem& p, uint64_t seed) {
 }
 
 double norm(const HostTensor& x) {
-  Norm2 n;
-  for (double v : x) n.add(v);
-  return n.value();
+  return norm2_of(x);
 }
 
 }  // namespace
@@ -170,6 +169,104 @@ TEST(BudgetEdges, AnAnswerBelowTheDtypeIsCappedAndSaysSo) {
   ASSERT_EQ(zero.failures.size(), 1u);
   EXPECT_NE(zero.failures[0].find("below what the dtype resolves"), std::string::npos)
       << zero.failures[0];
+}
+
+// Where every query row sees at most one key (a window of (0, 0), Nk = 1, packed sequences of
+// length 1, a paged cache or grouped heads under such a window), P = 1 and D = dP, so
+// dS = P (dP - D) cancels and the exact dQ and dK are zero. Every version passes there at every
+// dtype (its D, formed from O, cancels dP to a rounding); an error is measured against the dQ and
+// dK that dS = P dP alone gives: a backward that leaves D out has rel 1 and fails, and an error of
+// 8 budgets of that size fails where a quarter of one passes. Where one row sees two keys the
+// answer is not zero, and the plain relative error stands.
+TEST(BudgetEdges, AnExactZeroGradientIsMeasuredAgainstTheTermsThatCancel) {
+  struct Case {
+    const char* name;
+    Problem p;
+    bool zero;  // the exact dQ and dK are zero
+  };
+  std::vector<Case> cases;
+  {
+    Case c{"window (0, 0)", {}, true};
+    c.p.shape = {1, 2, 130, 130, 48};
+    c.p.window_left = c.p.window_right = 0;
+    cases.push_back(c);
+    c = {"Nk = 1", {}, true};
+    c.p.shape = {2, 3, 37, 1, 64};
+    cases.push_back(c);
+    c = {"packed, every length 1", {}, true};
+    c.p.shape.H = 2;
+    c.p.shape.d = 32;
+    set_packed(c.p.shape, {1, 1, 1, 1}, {1, 1, 1, 1});
+    cases.push_back(c);
+    c = {"paged (16 keys a page), 4 query heads over 2, window (0, 0)", {}, true};
+    c.p.shape = {2, 4, 40, 40, 32};
+    c.p.shape.Hkv = 2;
+    c.p.shape.page_size = 16;
+    c.p.window_left = c.p.window_right = 0;
+    cases.push_back(c);
+    c = {"packed, lengths 1, 1, 2", {}, false};
+    c.p.shape.H = 2;
+    c.p.shape.d = 32;
+    set_packed(c.p.shape, {1, 1, 2}, {1, 1, 2});
+    cases.push_back(c);
+  }
+  for (DType t : {DType::f64, DType::f32, DType::f16, DType::bf16}) {
+    for (Case& k : cases) {
+      k.p.dtype = t;
+      RunConfig c = config_of(k.p, 11);
+      if (k.p.shape.paged())  // a paged cache: the versions that take one
+        std::erase_if(c.versions, [](const VersionInfo* v) { return !(v->axes & kPaged); });
+      Progress progress;
+      const RunOutcome r = run_versions(c, progress);
+      const std::string where = describe(k.p, c.seed) + ", " + k.name;
+      for (const VersionOutcome& v : r.versions) {
+        std::string why;
+        for (const std::string& f : v.failures) why += f + "; ";
+        EXPECT_TRUE(v.ok()) << v.version->id << " fails on " << where << ": " << why;
+      }
+      const bool with_grads = !r.ref_grads.dQ.empty();
+      if (!k.zero) {
+        EXPECT_GT(norm2_of(r.ref_grads.dQ), 0.0) << where;
+        EXPECT_EQ(r.budget.of("dQ").zero_size, 0.0) << where;
+        EXPECT_EQ(r.budget.of("dK").zero_size, 0.0) << where;
+        continue;
+      }
+      if (!with_grads) continue;  // a paged run of forward versions at fp16: no gradients
+      ASSERT_EQ(norm2_of(r.ref_grads.dQ), 0.0) << where;
+      ASSERT_EQ(norm2_of(r.ref_grads.dK), 0.0) << where;
+      const Forward with_p = reference::forward(r.problem, r.inputs, /*keep_P=*/true);
+      const Gradients terms = reference::cancelled_terms(r.problem, r.inputs, with_p);
+      EXPECT_EQ(r.budget.of("dQ").zero_size, norm2_of(terms.dQ)) << where;
+      EXPECT_EQ(r.budget.of("dK").zero_size, norm2_of(terms.dK)) << where;
+      for (const char* name : {"dQ", "dK"}) {
+        EXPECT_GT(r.budget.of(name).zero_size, 0.0) << name << " " << where;
+        EXPECT_FALSE(r.budget.of(name).capped) << name << " " << where;
+      }
+      EXPECT_EQ(r.budget.of("dV").zero_size, 0.0) << where;
+      // dS = P dP (D left out), and errors of 8 and 1/4 budgets along the cancelled terms.
+      const auto judged = [&](double dq_step, double dk_step, bool exact_terms) {
+        VersionOutcome v;
+        v.version = find_version("recompute");
+        v.has_bwd = true;
+        v.grads = exact_terms ? terms : r.ref_grads;
+        v.grads.dV = r.ref_grads.dV;
+        for (size_t i = 0; i < v.grads.dQ.size(); ++i) v.grads.dQ[i] += dq_step * terms.dQ[i];
+        for (size_t i = 0; i < v.grads.dK.size(); ++i) v.grads.dK[i] += dk_step * terms.dK[i];
+        judge(v, r);
+        return v;
+      };
+      const double bq = r.budget.of("dQ").budget_rel, bk = r.budget.of("dK").budget_rel;
+      const VersionOutcome no_d = judged(0, 0, true);
+      EXPECT_NEAR(no_d.errors.at("dQ").rel, 1.0, 1e-12) << where;
+      EXPECT_NEAR(no_d.errors.at("dK").rel, 1.0, 1e-12) << where;
+      EXPECT_EQ(no_d.failures.size(), 2u) << where;
+      const VersionOutcome far = judged(8 * bq, 8 * bk, false);
+      EXPECT_EQ(far.failures.size(), 2u) << where;
+      EXPECT_NEAR(far.errors.at("dQ").rel, 8 * bq, 1e-6 * bq) << where;
+      const VersionOutcome near = judged(bq / 4, bk / 4, false);
+      EXPECT_TRUE(near.ok()) << where;
+    }
+  }
 }
 
 }  // namespace flashlab

@@ -51,7 +51,8 @@ TEST(PerfTableScript, TheReadmeTablesAreTheCommittedResults) {
                        result("compare_torch_fwd_d256_fp16_bdf5451.json") + " --section d256"},
   };
   for (const Table& t : tables) {
-    const Ran r = testing::run_python_script("gen_perf_table.py", t.args + " --versus cudnn --stdout");
+    const Ran r =
+        testing::run_python_script("gen_perf_table.py", t.args + " --versus cudnn --stdout");
     ASSERT_EQ(r.rc, 0) << t.marker << "\n" << r.out;
     const std::string want = readme_section(t.marker);
     ASSERT_FALSE(want.empty()) << "README.md has no " << t.marker << " table";
@@ -71,9 +72,11 @@ TEST(PerfTableScript, ARatioBelowOneIsNeverOnePointZeroZero) {
   const double ratio[] = {0.9996, 0.996, 1.004, 0.95};
   const int n[] = {1024, 2048, 4096, 8192};
   for (int i = 0; i < 4; ++i) {
-    rows += std::string(i ? "," : "") + R"({"version": "hopper", "pass": "fwd", "dtype": "bf16", "d": 128, "causal": false, "N": )" +
-            std::to_string(n[i]) + R"(, "flashlab_tflops": 500.0, "vs_cudnn": )" +
-            std::to_string(ratio[i]) + R"(, "flash_tflops": 400.0, "cudnn_tflops": 500.0})";
+    rows +=
+        std::string(i ? "," : "") +
+        R"({"version": "hopper", "pass": "fwd", "dtype": "bf16", "d": 128, "causal": false, "N": )" +
+        std::to_string(n[i]) + R"(, "flashlab_tflops": 500.0, "vs_cudnn": )" +
+        std::to_string(ratio[i]) + R"(, "flash_tflops": 400.0, "cudnn_tflops": 500.0})";
   }
   {
     std::ofstream f(dir / "sweep.json");
@@ -81,7 +84,8 @@ TEST(PerfTableScript, ARatioBelowOneIsNeverOnePointZeroZero) {
       << R"("created_utc": "2026-01-01T00:00:00Z", "comparison": [)" << rows << "]}";
   }
   const Ran r = testing::run_python_script(
-      "gen_perf_table.py", testing::quoted(dir / "sweep.json") + " --section hopper --versus cudnn --stdout");
+      "gen_perf_table.py",
+      testing::quoted(dir / "sweep.json") + " --section hopper --versus cudnn --stdout");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("| 1024 | 500 | 0.999 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| 2048 | 500 | 0.996 |"), std::string::npos) << r.out;

@@ -23,7 +23,9 @@ HostTensor rounded(DType t, HostTensor x) {
 
 double norm_ratio(const Norm2& err, const Norm2& ref) {
   if (ref.value() > 0) return err.ratio(ref);
-  return 0.0;  // the exact answer is zero: nothing to be relative to (compare() then wants 0)
+  // The exact answer is zero: no estimate relative to it. dQ and dK are then measured against
+  // their zero_size (budget.h), and the flat floor stands for the estimate.
+  return 0.0;
 }
 
 }  // namespace
@@ -309,8 +311,17 @@ std::vector<double> e4m3_score_floor(const Problem& p, const Inputs& in, const F
   return {norm_ratio(eO, rO), norm_ratio(eL, rL)};
 }
 
+std::array<double, 2> zero_sizes(const Problem& p, const Inputs& in, const Forward& ref_fwd,
+                                 const Gradients& ref_grads) {
+  const bool dq = norm2_of(ref_grads.dQ) == 0, dk = norm2_of(ref_grads.dK) == 0;
+  if (!dq && !dk) return {0.0, 0.0};
+  const Gradients t = reference::cancelled_terms(p, in, ref_fwd);
+  return {dq ? norm2_of(t.dQ) : 0.0, dk ? norm2_of(t.dK) : 0.0};
+}
+
 ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& ref_fwd,
-                           const Gradients& ref_grads, bool with_grads) {
+                           const Gradients& ref_grads, bool with_grads,
+                           std::array<double, 2> zero) {
   const Shape& s = p.shape;
   with_grads = with_grads && p.dtype != DType::fp8;  // fp8 is a forward only
   if (!with_grads && p.dtype == DType::f64)
@@ -321,7 +332,8 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
       g.dK = from_pages(s, ref_grads.dK, in.block_table);
       g.dV = from_pages(s, ref_grads.dV, in.block_table);
     }
-    return compute_budget(contiguous_problem(p), contiguous_inputs(p, in), ref_fwd, g, with_grads);
+    return compute_budget(contiguous_problem(p), contiguous_inputs(p, in), ref_fwd, g, with_grads,
+                          zero);
   }
   const double u_acc = unit_roundoff(p.dtype == DType::f64 ? DType::f64 : DType::f32);
   const double n = static_cast<double>(std::max({s.Nq, s.Nk, s.d}));
@@ -329,8 +341,10 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
   const DType lse_type = p.dtype == DType::f64 ? DType::f64 : DType::f32;
 
   ErrorBudget b;
-  const auto add = [&](const char* name, double lowp_rel, double rounded_rel, double floor_rel) {
+  const auto add = [&](const char* name, double lowp_rel, double rounded_rel, double floor_rel,
+                       double zero_size = 0.0) {
     OutputBudget o{name, lowp_rel, rounded_rel, floor_rel, 0.0};
+    o.zero_size = zero_size;
     const double want = kBudgetFactor * std::max({lowp_rel, rounded_rel, floor_rel});
     o.capped = !(want < kBudgetCeiling);
     o.budget_rel = o.capped ? kBudgetCeiling : want;
@@ -359,9 +373,12 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
         for (int x = 0; x < 5; ++x) est[x] = std::max(est[x], e[x]);
       });
     }
+    const double zero_of[5] = {0.0, 0.0, zero[0], zero[1], 0.0};
     int x = 0;
-    for (const char* name : {"O", "LSE", "dQ", "dK", "dV"})
-      add(name, 0.0, 0.0, std::max(floor, est[x++]));
+    for (const char* name : {"O", "LSE", "dQ", "dK", "dV"}) {
+      add(name, 0.0, 0.0, std::max(floor, est[x]), zero_of[x]);
+      ++x;
+    }
     return b;
   }
   Forward lf = reference::lowp_forward(p, in, /*keep_P=*/with_grads);
@@ -373,10 +390,10 @@ ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& re
       compare_lse(rounded(lse_type, ref_fwd.LSE), ref_fwd.LSE).rel, std::max(floor, e4m3[1]));
   if (!with_grads) return b;
   Gradients lg = reference::lowp_backward(p, in, lf);
-  add("dQ", compare(lg.dQ, ref_grads.dQ).rel,
-      compare(rounded(p.dtype, ref_grads.dQ), ref_grads.dQ).rel, floor);
-  add("dK", compare(lg.dK, ref_grads.dK).rel,
-      compare(rounded(p.dtype, ref_grads.dK), ref_grads.dK).rel, floor);
+  add("dQ", compare(lg.dQ, ref_grads.dQ, zero[0]).rel,
+      compare(rounded(p.dtype, ref_grads.dQ), ref_grads.dQ, zero[0]).rel, floor, zero[0]);
+  add("dK", compare(lg.dK, ref_grads.dK, zero[1]).rel,
+      compare(rounded(p.dtype, ref_grads.dK), ref_grads.dK, zero[1]).rel, floor, zero[1]);
   add("dV", compare(lg.dV, ref_grads.dV).rel,
       compare(rounded(p.dtype, ref_grads.dV), ref_grads.dV).rel, floor);
   return b;
@@ -390,9 +407,13 @@ std::string budget_definition() {
          "the larger of that (u_acc of fp64) and an estimate of the rounding error of a correct "
          "fp64 computation of this problem (growing with |S| and with cancellation); the ceiling "
          "0.5 makes a zero output (rel 1) fail, also where the dtype cannot resolve the exact "
-         "answer; NaN or Inf always fails. fp8 (bf16 inputs and O, e4m3 products; O and LSE "
-         "only): the straightforward computation is the plain FP8 forward, Q, K, V and P in "
-         "e4m3 with one scale per tensor, and the floor is the larger of u_acc * sqrt(max(Nq, Nk, "
+         "answer; where the exact dQ or dK is zero everywhere (every query row sees at most one "
+         "key, so dS cancels), rel(x) = ||x||_2 / zero_size, the norm of that output computed "
+         "from dS = P * dP alone (the size of the terms that cancel), and the budget is the "
+         "floor's (the straightforward computation cancels exactly); NaN or Inf always fails. "
+         "fp8 (bf16 inputs and O, e4m3 products; O and LSE only): the straightforward "
+         "computation is the plain FP8 forward, Q, K, V and P in e4m3 with one scale per "
+         "tensor, and the floor is the larger of u_acc * sqrt(max(Nq, Nk, "
          "d)) and the expected error of O and LSE from rounding Q and K to e4m3 (2^-4 relative "
          "per element) once spread over d, as incoherent processing spreads them";
 }
@@ -405,6 +426,8 @@ json budget_json(const ErrorBudget& b) {
                      {"floor_rel", o.floor_rel},
                      {"budget_rel", o.budget_rel},
                      {"capped", o.capped}};
+  for (const OutputBudget& o : b.outputs)
+    if (o.zero_size > 0) per[o.output]["zero_size"] = o.zero_size;
   return {{"factor", kBudgetFactor},
           {"floor_units", kFloorUnits},
           {"ceiling", kBudgetCeiling},

@@ -27,10 +27,17 @@
 // ceiling           0.5: a zero output (rel = 1) always fails. Where the dtype cannot resolve the
 //                   exact answer (true values that underflow in it, or that rounding swamps), the
 //                   output fails: nothing it holds can be told from zero.
-// rel(a) = ||a - ref||_2 / ||ref||_2 (0 when both are zero). A version passes when every output it
-// writes has rel <= budget_rel and holds no NaN or Inf.
+// rel(a) = ||a - ref||_2 / ||ref||_2. Where every query row sees at most one key (a window of
+// (0, 0), Nk = 1), P = 1 and D = dP, so dS = P * (dP - D) cancels and the exact dQ and dK are
+// zero: no relative error exists, and a correct kernel's D, formed as rowsum(O * dO), cancels dP
+// only to a rounding. There rel(a) = ||a||_2 / ||t||_2 with t the dQ or dK of dS = P * dP alone,
+// the size of the two halves that cancel (reference::cancelled_terms), and the budget is the
+// floor's, since the straightforward computation cancels exactly: a kernel that leaves D out has
+// rel 1.
+// A version passes when every output it writes has rel <= budget_rel and holds no NaN or Inf.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -50,6 +57,10 @@ struct OutputBudget {
   double floor_rel = 0;
   double budget_rel = 0;
   bool capped = false;  // the ceiling set the budget: the dtype cannot resolve this output
+  // dQ and dK where the exact answer is zero everywhere (every query row sees at most one key):
+  // the norm of the terms that cancelled (reference::cancelled_terms), which rel divides by
+  // instead of ||ref||; 0 elsewhere.
+  double zero_size = 0;
 };
 
 struct ErrorBudget {
@@ -60,8 +71,16 @@ struct ErrorBudget {
 // Runs the storage-dtype computation once (skipped for fp64, where it is the reference itself).
 // with_grads false (a forward-only run, not fp64: run/config.h, forward_only_reference): O and
 // LSE only, ref_grads unread, and the storage-dtype forward keeps no P.
+// zero: dQ's and dK's zero_size (zero_sizes below; {0, 0} where no answer is zero).
 ErrorBudget compute_budget(const Problem& p, const Inputs& in, const Forward& ref_fwd,
-                           const Gradients& ref_grads, bool with_grads = true);
+                           const Gradients& ref_grads, bool with_grads = true,
+                           std::array<double, 2> zero = {0.0, 0.0});
+
+// dQ's and dK's zero_size: the norms of reference::cancelled_terms where the reference's dQ or dK
+// is zero everywhere, 0 elsewhere. ref_fwd must still hold P; the extra reference pass (a second
+// backward beside the first's gradients, which run/host_memory.cpp counts) runs only there.
+std::array<double, 2> zero_sizes(const Problem& p, const Inputs& in, const Forward& ref_fwd,
+                                 const Gradients& ref_grads);
 
 // The fp64 rounding floor of each output (O, LSE, dQ, dK, dV, in that order) for unit roundoff u:
 // ||e(X)||_2 / ||ref X||_2, with e(X) a first-order estimate of each element's rounding error

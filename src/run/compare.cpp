@@ -25,13 +25,19 @@ double Norm2::ratio(const Norm2& other) const {
   return (scale_ / other.scale_) * std::sqrt(ssq_ / other.ssq_);
 }
 
+double norm2_of(const HostTensor& x) {
+  Norm2 n;
+  for (double v : x) n.add(v);
+  return n.value();
+}
+
 namespace {
 
 // One pass for both comparisons. `skip(i)` says an element is not compared (LSE rows that see no
 // key); it also decides whether such an element is acceptable. `compared` counts the elements that
 // were not skipped, finite or not.
 template <class Skip>
-ErrorStats measure(const HostTensor& x, const HostTensor& ref, Skip skip) {
+ErrorStats measure(const HostTensor& x, const HostTensor& ref, Skip skip, double size_if_zero = 0) {
   ErrorStats e;
   if (x.size() != ref.size()) {
     e.finite = false;
@@ -59,6 +65,8 @@ ErrorStats measure(const HostTensor& x, const HostTensor& ref, Skip skip) {
     e.max_abs = e.rel = std::numeric_limits<double>::quiet_NaN();
   } else if (norm_ref.value() > 0) {
     e.rel = diff.ratio(norm_ref);
+  } else if (size_if_zero > 0) {
+    e.rel = diff.value() / size_if_zero;
   } else {
     e.rel = diff.value() > 0 ? std::numeric_limits<double>::infinity() : 0.0;
   }
@@ -67,8 +75,9 @@ ErrorStats measure(const HostTensor& x, const HostTensor& ref, Skip skip) {
 
 }  // namespace
 
-ErrorStats compare(const HostTensor& x, const HostTensor& ref) {
-  return measure(x, ref, [](size_t, bool&) { return false; });
+ErrorStats compare(const HostTensor& x, const HostTensor& ref, double size_if_zero) {
+  const auto never = [](size_t, bool&) { return false; };
+  return measure(x, ref, never, size_if_zero);
 }
 
 ErrorStats compare_lse(const HostTensor& x, const HostTensor& ref) {

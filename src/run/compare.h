@@ -21,15 +21,21 @@ class Norm2 {
   double scale_ = 0, ssq_ = 1;  // the norm is scale_ * sqrt(ssq_)
 };
 
+// ||x||_2 (Norm2 over every element).
+double norm2_of(const HostTensor& x);
+
 struct ErrorStats {
   double max_abs = 0;  // max |x - ref|
-  double rel = 0;      // ||x - ref||_2 / ||ref||_2 (0 when both are zero, inf when only ref is)
+  double rel = 0;      // ||x - ref||_2 / ||ref||_2 (0 when both are zero; where only ref is,
+                       // ||x||_2 / size_if_zero, or inf without one)
   bool finite = true;  // false when x holds NaN or Inf where it should not (or has the wrong size)
   int64_t compared = 0;
 };
 
 // Element-wise comparison of a whole tensor. Any NaN or Inf in x makes it not finite.
-ErrorStats compare(const HostTensor& x, const HostTensor& ref);
+// size_if_zero > 0: where the reference is zero everywhere, rel divides by it instead (the norm
+// of the terms that cancelled to that zero: reference::cancelled_terms).
+ErrorStats compare(const HostTensor& x, const HostTensor& ref, double size_if_zero = 0);
 
 // LSE: only rows whose reference is finite are compared; on rows that see no key (reference -inf)
 // x must be -inf too, never NaN.

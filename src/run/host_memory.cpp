@@ -116,8 +116,10 @@ double reference_run_bytes(const RunConfig& c, bool grads, double& kept) {
 
   // Reference: the forward, then the backward while the forward's O, LSE and P are kept.
   double peak = inputs + static_cast<double>(reference::forward_peak_bytes(p, 8, grads));
-  if (grads)
+  if (grads)  // and, where dQ or dK is zero everywhere, a second backward beside the first's
+              // gradients (run/budget.h, zero_sizes): counted for every backward, a bound
     peak = std::max(peak, inputs + 8.0 * (s.q_elems() + s.lse_elems()) + P +
+                              8.0 * (s.q_elems() + 2 * s.kv_elems()) +
                               static_cast<double>(reference::backward_peak_bytes(p, 8)));
 
   // Budget: the storage-dtype computation beside the reference's outputs. A paged cache's budget
