@@ -18,7 +18,7 @@ Gradients backward(const Problem& p, const Inputs& in, const Forward& fwd);
 
 // The same backward with D left out of dS (dS = P * dP): dQ = scale (P * dP) K and
 // dK = scale (P * dP)^T Q are the size of the two halves that cancel in dS = P * dP - P * D. Where
-// every query row sees one key (P = 1, so D = dP), the exact dQ and dK are zero, and an error is
+// every query row sees at most one key (P = 1, so D = dP), the exact dQ and dK are zero, and an error is
 // measured against these instead (run/budget.h). dV is the reference's own.
 Gradients cancelled_terms(const Problem& p, const Inputs& in, const Forward& fwd);
 

@@ -35,9 +35,6 @@ import json
 import math
 import sys
 
-BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
-
-
 def fmt(x, p=0):
     return "–" if x is None else f"{x:.{p}f}"
 
@@ -364,8 +361,7 @@ def main():
 
 def write_section(a, md):
     name = a.marker or a.section
-    begin, end = (BEGIN, END) if name == "perf" else (
-        f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->")
+    begin, end = f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->"
     try:
         text = open(a.readme).read()
     except OSError:

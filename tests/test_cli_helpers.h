@@ -120,6 +120,11 @@ inline std::string quoted(const std::string& s) {
   return q;
 }
 
+// A committed result file, docs/results/NAME, quoted for a shell command line.
+inline std::string result_file(const std::string& name) {
+  return quoted(std::string(FLASHLAB_SOURCE_DIR) + "/docs/results/" + name);
+}
+
 inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';

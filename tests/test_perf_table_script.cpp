@@ -14,10 +14,6 @@ namespace {
 
 using Ran = testing::ScriptResult;
 
-std::string result(const std::string& name) {
-  return testing::quoted(std::string(FLASHLAB_SOURCE_DIR) + "/docs/results/" + name);
-}
-
 // The text between <!-- NAME-table:begin --> and <!-- NAME-table:end --> (perf's are
 // <!-- perf-table:... --> too), without the newlines at either end; empty when absent.
 std::string readme_section(const std::string& name) {
@@ -43,12 +39,15 @@ TEST(PerfTableScript, TheReadmeTablesAreTheCommittedResults) {
     std::string marker, args;
   };
   const Table tables[] = {
-      {"hopper", result("compare_torch_fwd_hopper_e006e3a.json") + " --section hopper"},
-      {"hopper-bwd", result("compare_torch_bwd_hopper_62aeebd.json") + " --section hopper-bwd"},
-      {"gqa", result("compare_torch_gqa_hopper.json") + " --section gqa"},
-      {"d256", result("compare_torch_d256.json") + " --section d256"},
-      {"d256-fwd", result("compare_torch_fwd_d256_bf16_bdf5451.json") + " " +
-                       result("compare_torch_fwd_d256_fp16_bdf5451.json") + " --section d256"},
+      {"hopper",
+       testing::result_file("compare_torch_fwd_hopper_e006e3a.json") + " --section hopper"},
+      {"hopper-bwd",
+       testing::result_file("compare_torch_bwd_hopper_62aeebd.json") + " --section hopper-bwd"},
+      {"gqa", testing::result_file("compare_torch_gqa_hopper.json") + " --section gqa"},
+      {"d256", testing::result_file("compare_torch_d256.json") + " --section d256"},
+      {"d256-fwd", testing::result_file("compare_torch_fwd_d256_bf16_bdf5451.json") + " " +
+                       testing::result_file("compare_torch_fwd_d256_fp16_bdf5451.json") +
+                       " --section d256"},
   };
   for (const Table& t : tables) {
     const Ran r =
@@ -59,8 +58,8 @@ TEST(PerfTableScript, TheReadmeTablesAreTheCommittedResults) {
     EXPECT_EQ(trimmed(r.out), want) << t.marker;
   }
   const Ran r = testing::run_python_script(
-      "gen_perf_table.py",
-      result("compare_torch_bf16.json") + " " + result("compare_torch_fp16.json") + " --stdout");
+      "gen_perf_table.py", testing::result_file("compare_torch_bf16.json") + " " +
+                               testing::result_file("compare_torch_fp16.json") + " --stdout");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(trimmed(r.out), readme_section("perf"));
 }
@@ -104,7 +103,7 @@ TEST(PerfTableScript, MarkerNamesTheSection) {
       << "<!-- d256-fwd-table:begin -->\nold fwd\n<!-- d256-fwd-table:end -->\nafter\n";
   }
   const Ran r = testing::run_python_script(
-      "gen_perf_table.py", result("compare_torch_fwd_d256_bf16_bdf5451.json") +
+      "gen_perf_table.py", testing::result_file("compare_torch_fwd_d256_bf16_bdf5451.json") +
                                " --section d256 --versus cudnn --marker d256-fwd --readme " +
                                testing::quoted(dir / "doc.md"));
   ASSERT_EQ(r.rc, 0) << r.out;

@@ -21,10 +21,6 @@ Ran run_script(const std::string& args, const char* script = "compare_sweeps.py"
   return testing::run_python_script(script, args);
 }
 
-std::string result(const char* name) {
-  return testing::quoted(std::string(FLASHLAB_SOURCE_DIR) + "/docs/results/" + name);
-}
-
 TEST(SweepsScript, SelfTestPasses) {
   const Ran r = run_script("--self-test");
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -33,8 +29,8 @@ TEST(SweepsScript, SelfTestPasses) {
 }
 
 TEST(SweepsScript, ReadsTheCommittedSweeps) {
-  const Ran r = run_script(result("compare_torch_bwd_hopper.json") + " " +
-                           result("compare_torch_bwd_hopper_008e89c.json"));
+  const Ran r = run_script(testing::result_file("compare_torch_bwd_hopper.json") + " " +
+                           testing::result_file("compare_torch_bwd_hopper_008e89c.json"));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("hopper bwd (40 shapes):"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hopper-deterministic bwd (40 shapes):"), std::string::npos) << r.out;
@@ -44,7 +40,7 @@ TEST(SweepsScript, ReadsTheCommittedSweeps) {
 TEST(SweepsScript, BadInputIsOneLine) {
   for (const std::string& args : {std::string("/nonexistent/a.json /nonexistent/b.json"),
                                   testing::quoted(std::string(FLASHLAB_SOURCE_DIR) + "/README.md") +
-                                      " " + result("compare_torch_bwd_hopper.json"),
+                                      " " + testing::result_file("compare_torch_bwd_hopper.json"),
                                   std::string("")}) {
     const Ran r = run_script(args);
     EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
@@ -57,9 +53,9 @@ TEST(SweepsScript, BadInputIsOneLine) {
 TEST(RoundsScript, ReproducesTheCommittedComparisons) {
   // steps/sweeps/call9: hopper's d = 64 forward, h against n; steps/tiled_causal/call6: tiled's
   // causal d = 128 forward, ec149c0 (o) against p. Their compare.txt printed these figures.
-  Ran r = run_script(
-      result("steps/sweeps/call9") + " --prefix d64_ --base h --new n --version hopper",
-      "compare_rounds.py");
+  Ran r = run_script(testing::result_file("steps/sweeps/call9") +
+                         " --prefix d64_ --base h --new n --version hopper",
+                     "compare_rounds.py");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("geometric mean over 20 shapes: n/h 0.990; lowest 0.968, highest 1.003"),
             std::string::npos)
@@ -67,9 +63,9 @@ TEST(RoundsScript, ReproducesTheCommittedComparisons) {
   EXPECT_NE(r.out.find("bf16 64 False 16384 fwd | 577.7 560.3 578.9 559.8 | 0.968 1.002"),
             std::string::npos)
       << r.out;
-  r = run_script(
-      result("steps/tiled_causal/call6") + " --prefix causal_ --base o --new p --version tiled",
-      "compare_rounds.py");
+  r = run_script(testing::result_file("steps/tiled_causal/call6") +
+                     " --prefix causal_ --base o --new p --version tiled",
+                 "compare_rounds.py");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("geometric mean over 10 shapes: p/o 0.999; lowest 0.990, highest 1.009"),
             std::string::npos)
@@ -77,12 +73,12 @@ TEST(RoundsScript, ReproducesTheCommittedComparisons) {
 }
 
 TEST(RoundsScript, BadInputIsOneLine) {
-  const std::string call9 = result("steps/sweeps/call9");
+  const std::string call9 = testing::result_file("steps/sweeps/call9");
   for (const std::string& args :
        {std::string("/nonexistent --prefix d64_ --base h --new n --version hopper"),
         call9 + " --prefix d64_ --base h --new n --version tiled",
         call9 + " --prefix d64_ --base h --new n --version hopper --rounds 0",
-        result("compare_torch_bwd_hopper.json") +
+        testing::result_file("compare_torch_bwd_hopper.json") +
             " --prefix d64_ --base h --new n --version hopper"}) {
     const Ran r = run_script(args, "compare_rounds.py");
     EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;

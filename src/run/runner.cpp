@@ -343,8 +343,8 @@ RunOutcome prepare(const RunConfig& c, Progress& progress) {
   const bool grads = !forward_only_reference(c);
   r.ref_fwd = reference::forward(rp, ri, /*keep_P=*/grads);
   if (grads) r.ref_grads = reference::backward(rp, ri, r.ref_fwd);
-  // Where dQ or dK is zero everywhere (every query row sees one key), the size of the terms that
-  // cancelled, while P is still here (run/budget.h).
+  // Where dQ or dK is zero everywhere (every query row sees at most one key), the size of the
+  // terms that cancelled, while P is still here (run/budget.h).
   const std::array<double, 2> zero =
       grads ? zero_sizes(rp, ri, r.ref_fwd, r.ref_grads) : std::array<double, 2>{0.0, 0.0};
   drop(r.ref_fwd.P);
@@ -530,17 +530,16 @@ Report run_report(const RunConfig& c, const RunOutcome& r) {
   // dQ and dK whose exact value is zero (run/budget.h): said once, where a backward was judged.
   bool any_bwd = false;
   for (const VersionOutcome& v : r.versions) any_bwd = any_bwd || v.has_bwd;
-  std::string zero_sizes;
+  std::string sizes;
   for (const OutputBudget& o : r.budget.outputs)
     if (o.zero_size > 0 && any_bwd)
-      zero_sizes += fmt::format("{}{} {:.3e}", zero_sizes.empty() ? "" : ", ", o.output,
-                                o.zero_size);
-  if (!zero_sizes.empty())
+      sizes += fmt::format("{}{} {:.3e}", sizes.empty() ? "" : ", ", o.output, o.zero_size);
+  if (!sizes.empty())
     rep.observations.push_back(fmt::format(
         "Every query row sees at most one key, so P = 1, D = dP and dS = P (dP - D) cancels: the "
         "exact dQ and dK are zero, and their rel error is ||x - ref||_2 over the norm that "
         "dS = P dP alone gives them ({}), the size of the two halves that cancel.",
-        zero_sizes));
+        sizes));
   for (const VersionOutcome& v : r.versions)
     if (v.bitwise_repeat && !*v.bitwise_repeat && !v.version->deterministic)
       rep.observations.push_back(fmt::format(
